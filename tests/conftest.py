@@ -26,3 +26,43 @@ def sample_toolchain(tmp_path_factory) -> Path:
     subprocess.run([sys.executable, str(REPO_ROOT / "sample" / "make_toolchain.py"), str(out),
                     "--contexts", "120", "--seed", "7"], check=True, stdout=subprocess.DEVNULL)
     return out
+
+
+# ---------------------------------------------------------------- Azurite (blob storage emulator)
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory):
+    """One Azurite blob emulator for the session, with public `superpmi`/`jitrollingbuild`.
+
+    Fails (never skips) when Azurite is missing: run `npm ci` in the repository.
+    """
+    from azurite import AzuriteNotInstalled, start_azurite
+    try:
+        server = start_azurite(tmp_path_factory.mktemp("azurite"))
+    except AzuriteNotInstalled as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        server.create_public_containers()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def storage_account(azurite):
+    """The session's Azurite with empty public containers (`superpmi`, `jitrollingbuild`)."""
+    from azurite import PUBLIC_CONTAINERS
+    for name in PUBLIC_CONTAINERS:
+        azurite.clear_container(name)
+    return azurite
+
+
+@pytest.fixture
+def fault_proxy(azurite):
+    """A loopback proxy in front of Azurite that injects faults (see tests/faultproxy.py)."""
+    from faultproxy import FaultProxy
+    proxy = FaultProxy(azurite.blob_endpoint).start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
