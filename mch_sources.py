@@ -15,12 +15,18 @@ turns them into a list of local files:
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import logging
 import os
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence
 
+import jitutil
 import platforms
+import storage
 from jitutil import SuiteError
 
 log = logging.getLogger("superpmi")
@@ -29,7 +35,7 @@ MC_RECORD_MAGIC = b"mc"
 COLLECTION_SUFFIXES = (".mch", ".mc")
 PRIVATE_STORE_ENV = "SUPERPMI_PRIVATE_STORE"
 #: Directories the suite creates while extracting; never searched for collections.
-TEMP_DIR_PREFIX = ".spmi-tmp"
+TEMP_DIR_PREFIX = storage.TEMP_DIR_PREFIX
 
 
 # ---------------------------------------------------------------- options
@@ -50,7 +56,8 @@ def add_collection_options(parser: argparse.ArgumentParser) -> None:
                        help=f"extra collection store (repeatable; default: ${PRIVATE_STORE_ENV}, ';'-separated)")
     if not _has_option(parser, "-storage_url"):
         group.add_argument("-storage_url", metavar="URL",
-                           help="storage account URL (default: $SUPERPMI_STORAGE_URL, else the public account)")
+                           help=f"storage account URL (default: ${storage.STORAGE_URL_ENV}, "
+                                f"else {storage.DEFAULT_ACCOUNT_URL})")
 
 
 def _has_option(parser: argparse.ArgumentParser, option: str) -> bool:
@@ -81,7 +88,7 @@ def is_collection_name(file_name: str) -> bool:
 
 def is_remote(spec: str) -> bool:
     """URLs (and Windows UNC paths) are fetched into the cache, not used in place."""
-    return platforms.is_url(spec)
+    return platforms.is_url(spec) or platforms.is_unc_path(spec)
 
 
 def cache_dir_name(jit_ee_version: str, target_os: str, mch_arch: str) -> str:
@@ -173,17 +180,258 @@ def resolve_collections(args: argparse.Namespace, settings) -> List[Path]:  # ty
     return finish_selection(paths, filters, ", ".join(where) or "no cache or store")
 
 
-# The remote half (URLs, the Azure cache, private stores) follows below.
+# ---------------------------------------------------------------- the download cache
+
+MANIFEST_NAME = "superpmi_download_complete.json"
+
+
+@dataclass
+class CacheManifest:
+    """Written last into a cache directory: what a finished download put there."""
+
+    source: str
+    files: Dict[str, int] = field(default_factory=dict)  # path relative to the cache dir -> size
+    filters: Optional[List[str]] = None  # None: everything the source had
+
+    def to_json(self) -> str:
+        return json.dumps({"source": self.source, "filters": self.filters, "files": self.files},
+                          indent=1, sort_keys=True)
+
+
+def read_manifest(cache_dir: Path) -> Optional[CacheManifest]:
+    try:
+        data = json.loads((cache_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+        filters = data.get("filters")
+        return CacheManifest(source=str(data["source"]), files={str(k): int(v) for k, v in data["files"].items()},
+                             filters=None if filters is None else [str(f) for f in filters])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def write_manifest(cache_dir: Path, manifest: CacheManifest) -> None:
+    jitutil.atomic_write_text(cache_dir / MANIFEST_NAME, manifest.to_json())
+
+
+def manifest_covers(recorded: Optional[Sequence[str]], requested: Optional[Sequence[str]]) -> bool:
+    """Did a download made with filters `recorded` fetch everything `requested` selects?"""
+    if recorded is None:
+        return True
+    if not requested:
+        return False
+    have = {f.lower() for f in recorded}
+    return all(f.lower() in have for f in requested)
+
+
+def manifest_files_intact(cache_dir: Path, manifest: CacheManifest) -> bool:
+    for relative, size in manifest.files.items():
+        path = cache_dir / relative
+        try:
+            if path.stat().st_size != size:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def cache_is_complete(cache_dir: Path, filters: Optional[Sequence[str]]) -> bool:
+    manifest = read_manifest(cache_dir)
+    return (manifest is not None and manifest_covers(manifest.filters, filters)
+            and manifest_files_intact(cache_dir, manifest))
+
+
+def merged_manifest(cache_dir: Path, source: str, new_files: Sequence[Path],
+                    filters: Optional[Sequence[str]]) -> CacheManifest:
+    """The manifest after a download: earlier intact downloads keep counting."""
+    files = {p.relative_to(cache_dir).as_posix(): p.stat().st_size for p in new_files}
+    new_filters = None if not filters else sorted({f.lower() for f in filters})
+    old = read_manifest(cache_dir)
+    if old is not None and old.source == source and manifest_files_intact(cache_dir, old):
+        files = dict(old.files, **files)
+        if old.filters is None or new_filters is None:
+            new_filters = None
+        else:
+            new_filters = sorted(set(old.filters) | set(new_filters))
+    return CacheManifest(source=source, files=files, filters=new_filters)
+
+
+def log_cache_hit(cache_dir: Path) -> None:
+    log.info('Found download cache directory "%s" and --force_download not set; skipping download', cache_dir)
+
+
+# ---------------------------------------------------------------- Azure Storage collections
+
+def collections_prefix(jit_ee_version: str, target_os: str, mch_arch: str) -> str:
+    """The part of a blob name after `collections/` that selects one target."""
+    return f"{jit_ee_version}/{target_os}/{mch_arch}/"
+
+
+def is_primary_collection_blob(name: str) -> bool:
+    lowered = name.lower()
+    return lowered.endswith((".mch", ".mch.zip", ".mc", ".mc.zip"))
+
+
+def companion_name(name: str) -> Optional[str]:
+    """`x.mch.zip` -> `x.mch.mct.zip`; `x.mch` -> `x.mch.mct` (None for other names)."""
+    lowered = name.lower()
+    if lowered.endswith(".mch.zip"):
+        return name[:-len(".zip")] + ".mct.zip"
+    if lowered.endswith(".mch"):
+        return name + ".mct"
+    return None
+
+
+def select_collection_blobs(blob_names: Iterable[str], jit_ee_version: str, target_os: str, mch_arch: str,
+                            filters: Optional[Sequence[str]]) -> List[str]:
+    """Blobs under `collections/<guid>/<os>/<arch>/` (compared lower-case) whose file name
+    matches a filter, each followed by its `.mct` companion when there is one."""
+    wanted = (COLLECTIONS_BLOB_ROOT + collections_prefix(jit_ee_version, target_os, mch_arch)).lower()
+    in_target = [n for n in blob_names if n.lower().startswith(wanted)]
+    present = set(in_target)
+    selected: List[str] = []
+    for name in sorted(in_target):
+        base = name.rsplit("/", 1)[-1]
+        if not is_primary_collection_blob(base) or not matches_filters(base, filters):
+            continue
+        selected.append(name)
+        companion = companion_name(name)
+        if companion and companion in present:
+            selected.append(companion)
+    return selected
+
+
+COLLECTIONS_BLOB_ROOT = "collections/"
+
+
+def extracted_name(blob_file_name: str) -> str:
+    return blob_file_name[:-len(".zip")] if blob_file_name.lower().endswith(".zip") else blob_file_name
+
+
+def download_from_storage(settings, jit_ee_version: str, filters: Optional[Sequence[str]],  # type: ignore[no-untyped-def]
+                          force: bool, account_url: str) -> Path:
+    """Fill `spmi_location/mch/<guid>.<os>.<arch>/` from `collections/` unless already complete."""
+    cache_dir = settings.spmi_location / "mch" / cache_dir_name(jit_ee_version, settings.target_os, settings.mch_arch)
+    with storage.directory_lock(cache_dir):
+        if not force and cache_is_complete(cache_dir, filters):
+            log_cache_hit(cache_dir)
+            return cache_dir
+        prefix = collections_prefix(jit_ee_version, settings.target_os, settings.mch_arch)
+        blobs = storage.list_blobs(storage.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT, account_url)
+        selected = select_collection_blobs(blobs, jit_ee_version, settings.target_os, settings.mch_arch, filters)
+        if not selected:
+            where = storage.blob_url(storage.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT + prefix, account_url)
+            suffix = f" matching -filter {' '.join(filters)}" if filters else ""
+            raise SuiteError(f"No Azure Storage MCH files to download from {where}{suffix}; "
+                             "check -jit_ee_version, -target_os, -mch_arch and -filter, or pass -mch_files")
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        kept: List[Path] = []
+        items: List[storage.DownloadItem] = []
+        for name in selected:
+            file_name = name.rsplit("/", 1)[-1]
+            existing = cache_dir / extracted_name(file_name)
+            if not force and existing.is_file():
+                log.debug("Already downloaded: %s", existing)
+                kept.append(existing)
+                continue
+            items.append(storage.DownloadItem(storage.blob_url(storage.COLLECTIONS_CONTAINER, name, account_url),
+                                              cache_dir))
+        log.info("Downloading %d of %d collection files into %s", len(items), len(selected), cache_dir)
+        results = storage.download_files(items, settings.show_progress)
+        downloaded = [path for paths in results if paths for path in paths]
+        source = storage.blob_url(storage.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT + prefix, account_url)
+        write_manifest(cache_dir, merged_manifest(cache_dir, source, kept + downloaded, filters))
+    return cache_dir
+
+
+# ---------------------------------------------------------------- URLs and UNC paths in -mch_files
+
+def url_cache_dir(settings, spec: str) -> Path:  # type: ignore[no-untyped-def]
+    """Each URL (query string ignored) gets its own directory under `mch/urls/`."""
+    key = hashlib.sha256(spec.split("?", 1)[0].encode("utf-8")).hexdigest()[:16]
+    return settings.spmi_location / "mch" / "urls" / key
+
+
+def companion_url(url: str) -> Optional[str]:
+    base, query = (url.split("?", 1) + [""])[:2]
+    companion = companion_name(base)
+    if companion is None:
+        return None
+    return companion + ("?" + query if query else "")
+
+
+def fetch_url(spec: str, settings, force: bool) -> List[Path]:  # type: ignore[no-untyped-def]
+    """Download one `-mch_files` URL (and its optional `.mct`) into the cache."""
+    target = url_cache_dir(settings, spec)
+    with storage.directory_lock(target):
+        if not force and cache_is_complete(target, None):
+            log_cache_hit(target)
+            return find_collection_files(target)
+        items = [storage.DownloadItem(spec, target)]
+        companion = companion_url(spec)
+        if companion:
+            items.append(storage.DownloadItem(companion, target, optional=True))
+        results = storage.download_files(items, settings.show_progress)
+        files = [path for paths in results if paths for path in paths]
+        write_manifest(target, CacheManifest(source=storage.redact(spec.split("?", 1)[0]),
+                                             files={p.relative_to(target).as_posix(): p.stat().st_size
+                                                    for p in files}))
+    return [p for p in files if is_collection_name(p.name)]
+
+
+def copy_unc_path(spec: str, settings, force: bool) -> List[Path]:  # type: ignore[no-untyped-def]
+    """Copy a collection (or a directory of them) from a network share into the cache."""
+    source = Path(spec)
+    target = settings.spmi_location / "mch" / "unc" / hashlib.sha256(spec.encode("utf-8")).hexdigest()[:16]
+    if source.is_dir():
+        originals = find_collection_files(source)
+        base = source
+    elif source.is_file():
+        originals, base = [source], source.parent
+    else:
+        raise SuiteError(f"-mch_files '{spec}' cannot be read (network path not found); check the share")
+    with storage.directory_lock(target):
+        if not force and cache_is_complete(target, None):
+            log_cache_hit(target)
+            return find_collection_files(target)
+        copied: List[Path] = []
+        for original in originals:
+            for candidate in (original, Path(str(original) + ".mct")):
+                if candidate.is_file():
+                    destination = target / candidate.relative_to(base)
+                    log.info("Copying %s -> %s", candidate, destination)
+                    copy_file_atomically(candidate, destination)
+                    copied.append(destination)
+        write_manifest(target, CacheManifest(source=spec, files={p.relative_to(target).as_posix(): p.stat().st_size
+                                                                 for p in copied}))
+    return [p for p in copied if is_collection_name(p.name)]
+
+
+def copy_file_atomically(source: Path, destination: Path) -> None:
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    temp = destination.with_name(destination.name + storage.PART_SUFFIX)
+    try:
+        shutil.copyfile(source, temp)
+        os.replace(temp, destination)
+    except OSError as exc:
+        try:
+            temp.unlink()
+        except OSError:
+            pass
+        raise SuiteError(f"copying {source} to {destination} failed: {exc.strerror or exc}") from None
+
 
 def _fetch_url_spec(spec: str, args: argparse.Namespace, settings) -> List[Path]:  # type: ignore[no-untyped-def]
-    raise SuiteError(f"-mch_files URL '{spec}': downloading is not available yet; download it by hand")
+    force = bool(getattr(args, "force_download", False))
+    if platforms.is_unc_path(spec):
+        return copy_unc_path(spec, settings, force)
+    return fetch_url(spec, settings, force)
 
 
 def _collections_from_cache_or_storage(args: argparse.Namespace, settings) -> Optional[Path]:  # type: ignore[no-untyped-def]
     import spmi_config
     guid = spmi_config.resolve_jit_ee_version(settings, getattr(args, "jit_ee_version", None))
-    cache_dir = settings.spmi_location / "mch" / cache_dir_name(guid, settings.target_os, settings.mch_arch)
-    return cache_dir if cache_dir.is_dir() else None
+    account_url = storage.resolve_account_url(getattr(args, "storage_url", None))
+    return download_from_storage(settings, guid, getattr(args, "filter", None),
+                                 bool(getattr(args, "force_download", False)), account_url)
 
 
 def _existing_private_store_dirs(args: argparse.Namespace, settings) -> List[Path]:  # type: ignore[no-untyped-def]

@@ -251,7 +251,20 @@ class RetryPolicy:
         return min(self.max_delay, self.first_delay * (2 ** max(0, failed_attempts - 1)))
 
 
-DEFAULT_RETRY = RetryPolicy()
+RETRIES_ENV = "SUPERPMI_STORAGE_RETRIES"
+
+
+def default_retry_policy(environ: Optional[Mapping[str, str]] = None) -> RetryPolicy:
+    """5 attempts, or `$SUPERPMI_STORAGE_RETRIES` attempts (at least 1)."""
+    environ = os.environ if environ is None else environ
+    text = environ.get(RETRIES_ENV, "").strip()
+    if text:
+        if not text.isdigit() or int(text) < 1:
+            raise SuiteError(f"{RETRIES_ENV}='{text}' must be a whole number of attempts (1 or more)")
+        return RetryPolicy(attempts=int(text))
+    return RetryPolicy()
+
+
 #: (connect, read) timeouts in seconds.
 DEFAULT_TIMEOUT = (15.0, 60.0)
 
@@ -305,18 +318,37 @@ def _request_with_retries(session, method: str, url: str, retry: RetryPolicy, wh
 
 
 def _describe_exception(exc: BaseException) -> str:
+    """A short description: the innermost OS error (e.g. connection refused) when there is one."""
+    root = _root_os_error(exc)
+    if root is not None:
+        return f"{type(root).__name__}: {root.strerror or root}"
     text = str(exc) or type(exc).__name__
     if len(text) > 200:
         text = text[:200] + "..."
     return redact(f"{type(exc).__name__}: {text}")
 
 
+def _root_os_error(exc: BaseException) -> Optional[OSError]:
+    seen: Set[int] = set()
+    current: Optional[BaseException] = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno is not None and current.strerror:
+            return current
+        reason = getattr(current, "reason", None)
+        first_arg = current.args[0] if current.args and isinstance(current.args[0], BaseException) else None
+        current = (reason if isinstance(reason, BaseException) else None) or current.__cause__ \
+            or current.__context__ or first_arg
+    return None
+
+
 def list_blobs(container: str, prefix: str = "", account_url: Optional[str] = None,
                max_results: Optional[int] = None, session=None,  # type: ignore[no-untyped-def]
-               retry: RetryPolicy = DEFAULT_RETRY) -> List[str]:
+               retry: Optional[RetryPolicy] = None) -> List[str]:
     """Every blob name under `prefix`, following `NextMarker` to the end (§11.2)."""
     account_url = resolve_account_url(None) if account_url is None else account_url.rstrip("/")
     session = session or new_session()
+    retry = retry or default_retry_policy()
     names: List[str] = []
     marker: Optional[str] = None
     while True:
@@ -348,9 +380,10 @@ class BlobInfo:
     content_md5: Optional[str]
 
 
-def head_blob(url: str, session=None, retry: RetryPolicy = DEFAULT_RETRY) -> Optional[BlobInfo]:  # type: ignore[no-untyped-def]
+def head_blob(url: str, session=None, retry: Optional[RetryPolicy] = None) -> Optional[BlobInfo]:  # type: ignore[no-untyped-def]
     """Size, ETag and MD5 of a blob; None when it does not exist (404)."""
     session = session or new_session()
+    retry = retry or default_retry_policy()
     response = _request_with_retries(session, "HEAD", url, retry, "Reading blob properties")
     if response.status_code == 404:
         return None
@@ -408,7 +441,7 @@ _READ_SIZE = 256 * 1024
 
 def download_files(items: Sequence[DownloadItem], show_progress: bool = False,
                    max_workers: int = DEFAULT_MAX_WORKERS, chunk_size: int = DEFAULT_CHUNK_SIZE,
-                   retry: RetryPolicy = DEFAULT_RETRY, session=None) -> List[Optional[List[Path]]]:  # type: ignore[no-untyped-def]
+                   retry: Optional[RetryPolicy] = None, session=None) -> List[Optional[List[Path]]]:  # type: ignore[no-untyped-def]
     """Download `items` in parallel; per item the files produced (extracted files for a
     `.zip`), or None for an optional item that does not exist.
 
@@ -418,7 +451,7 @@ def download_files(items: Sequence[DownloadItem], show_progress: bool = False,
     if not items:
         return []
     downloader = _Downloader(session or new_session(max_workers * 2), max(1, max_workers),
-                             max(64 * 1024, chunk_size), retry, show_progress)
+                             max(64 * 1024, chunk_size), retry or default_retry_policy(), show_progress)
     return downloader.run(list(items))
 
 
@@ -995,7 +1028,7 @@ __all__ = [
     "register_secret", "redact", "RedactingFilter", "install_log_redaction",
     "parse_connection_string", "connection_string_endpoint", "resolve_account_url", "add_storage_url_option",
     "account_name_from_url", "blob_url", "listing_url", "parse_listing_page", "list_blobs", "BlobInfo",
-    "head_blob", "blob_exists", "RetryPolicy", "DownloadItem", "download_files", "download_file",
+    "head_blob", "blob_exists", "RetryPolicy", "default_retry_policy", "DownloadItem", "download_files", "download_file",
     "unsafe_zip_entry_reason", "extract_zip", "directory_lock", "StorageCredentials", "add_credential_options",
     "StorageWriter", "upload_file", "new_session",
 ]

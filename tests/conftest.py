@@ -66,3 +66,22 @@ def fault_proxy(azurite):
         yield proxy
     finally:
         proxy.stop()
+
+
+@pytest.fixture
+def captured_log():
+    """Everything the `superpmi` logger emits at DEBUG, after its filters (as the log file sees it)."""
+    import io
+    import logging
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setLevel(logging.DEBUG)
+    logger = logging.getLogger("superpmi")
+    old_level = logger.level
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    try:
+        yield stream
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)

@@ -117,7 +117,8 @@ class FaultProxy:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, name="faultproxy", daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, name="faultproxy",
+                         daemon=True).start()
         return self
 
     def stop(self) -> None:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict
 
 import pytest
 
@@ -31,23 +31,6 @@ def make_zip(entries: Dict[str, bytes]) -> bytes:
 def pattern_bytes(size: int) -> bytes:
     block = bytes(range(256)) * 4096
     return (block * (size // len(block) + 1))[:size]
-
-
-@pytest.fixture
-def captured_log() -> Iterator[io.StringIO]:
-    """Everything the suite logs at DEBUG, after its filters (as a log file would see it)."""
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setLevel(logging.DEBUG)
-    logger = logging.getLogger("superpmi")
-    old_level = logger.level
-    logger.setLevel(logging.DEBUG)
-    logger.addHandler(handler)
-    try:
-        yield stream
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(old_level)
 
 
 # ---------------------------------------------------------------- pure parts
