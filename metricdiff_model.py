@@ -1,0 +1,418 @@
+"""Metric diffs (tpdiff, memdiff): aggregation, significance and the summary model.
+
+Everything here is pure: rows of superpmi's details CSV go in, per-collection
+totals (Overall / MinOpts / FullOpts for every metric), the example contexts a
+summary shows and a JSON-ready `MetricDiffRun` come out (CONTRACTS §12.11–§12.13).
+
+tpdiff is the metric diff of the `instructions` column (counted by PIN);
+memdiff diffs every discovered metric and focuses on `BytesAllocated`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+try:
+    from typing import Protocol
+except ImportError:  # pragma: no cover - Python < 3.8
+    Protocol = object  # type: ignore[assignment]
+
+Number = Union[int, float]
+
+ROWS = ("Overall", "MinOpts", "FullOpts")
+CLASSES = ("FullOpts", "MinOpts")  # per-context example classes, in summary order
+INSTRUCTIONS = "instructions"
+BYTES_ALLOCATED = "BytesAllocated"
+SUCCESS, MISS, ERROR = "Success", "Miss", "Error"
+TOP_COUNT = 20
+#: tpdiff example rows need at least this many instructions of change (§12.11)
+TPDIFF_MIN_EXAMPLE_DELTA = 50
+SUMMARY_VERSION = 1
+TPDIFF, MEMDIFF = "tpdiff", "memdiff"
+
+
+# ---------------------------------------------------------------- input rows
+
+class DiffRow(Protocol):
+    """One row of a diff-mode details CSV (`details.DetailsRow` is one)."""
+
+    context: int
+    method_name: str
+    minopts: bool
+    base_result: str
+    diff_result: str
+    base_instructions: int
+    diff_instructions: int
+
+    def base(self, metric: str) -> Number: ...
+
+    def diff(self, metric: str) -> Number: ...
+
+
+def row_values(row: DiffRow, metric: str) -> Tuple[Number, Number]:
+    """(base, diff) of a metric; `instructions` is the PIN count column pair."""
+    if metric == INSTRUCTIONS:
+        return row.base_instructions, row.diff_instructions
+    return row.base(metric), row.diff(metric)
+
+
+def both_success(row: DiffRow) -> bool:
+    return row.base_result == SUCCESS and row.diff_result == SUCCESS
+
+
+def row_class(row: DiffRow) -> str:
+    return "MinOpts" if row.minopts else "FullOpts"
+
+
+# ---------------------------------------------------------------- arithmetic
+
+def pct_change(base: Number, diff: Number) -> float:
+    """(diff-base)/base×100; base 0 gives ±∞ when diff differs, else 0."""
+    if base == 0:
+        if diff == 0:
+            return 0.0
+        return math.inf if diff > 0 else -math.inf
+    return (diff - base) / abs(base) * 100.0
+
+
+def is_significant(base: Number, diff: Number) -> bool:
+    """§12.11: the percentage rounded (Python `round`) to 2 decimals is not 0;
+    base 0 is significant exactly when diff is not 0."""
+    if base == 0:
+        return diff != 0
+    return round((diff - base) / abs(base) * 100.0, 2) != 0
+
+
+# ---------------------------------------------------------------- aggregates
+
+@dataclass
+class Totals:
+    base: Number = 0
+    diff: Number = 0
+
+    @property
+    def pct(self) -> float:
+        return pct_change(self.base, self.diff)
+
+    @property
+    def significant(self) -> bool:
+        return is_significant(self.base, self.diff)
+
+
+@dataclass
+class SideCounts:
+    successes: int = 0
+    misses: int = 0
+    failures: int = 0
+
+    def add(self, result: str) -> None:
+        if result == SUCCESS:
+            self.successes += 1
+        elif result == MISS:
+            self.misses += 1
+        else:
+            self.failures += 1
+
+    @property
+    def total(self) -> int:
+        return self.successes + self.misses + self.failures
+
+
+@dataclass
+class Example:
+    """One context shown in the per-method tables."""
+
+    collection: str
+    context: int
+    method: str
+    row_class: str
+    base: Number
+    diff: Number
+
+    @property
+    def delta(self) -> Number:
+        return self.diff - self.base
+
+    @property
+    def pct(self) -> float:
+        return pct_change(self.base, self.diff)
+
+
+@dataclass
+class CollectionResult:
+    """Aggregates of one collection: metric -> row -> totals, plus counts and examples."""
+
+    name: str
+    metrics: List[str]
+    kinds: Dict[str, str]
+    totals: Dict[str, Dict[str, Totals]]
+    contexts: Dict[str, int]
+    base_counts: SideCounts
+    diff_counts: SideCounts
+    examples: List[Example] = field(default_factory=list)
+
+    def total(self, metric: str, row: str = "Overall") -> Totals:
+        return self.totals[metric][row]
+
+    def has_metric(self, metric: str) -> bool:
+        return metric in self.totals
+
+
+def value_kind(values: Iterable[Number]) -> str:
+    return "float" if any(isinstance(v, float) for v in values) else "int"
+
+
+def aggregate(name: str, rows: Sequence[DiffRow], metrics: Sequence[str], focus: str,
+              min_example_delta: Number = 0) -> CollectionResult:
+    """Sum every metric over rows where both JITs succeeded, split MinOpts/FullOpts."""
+    base_counts, diff_counts = SideCounts(), SideCounts()
+    by_class: Dict[str, List[DiffRow]] = {"MinOpts": [], "FullOpts": []}
+    for row in rows:
+        base_counts.add(row.base_result)
+        diff_counts.add(row.diff_result)
+        if both_success(row):
+            by_class[row_class(row)].append(row)
+    totals: Dict[str, Dict[str, Totals]] = {m: {} for m in metrics}
+    for class_name, class_rows in by_class.items():
+        for metric, (base_sum, diff_sum) in zip(metrics, _column_sums(class_rows, metrics)):
+            totals[metric][class_name] = Totals(base_sum, diff_sum)
+    kinds: Dict[str, str] = {}
+    for metric in metrics:
+        minopts, fullopts = totals[metric]["MinOpts"], totals[metric]["FullOpts"]
+        totals[metric] = {"Overall": Totals(minopts.base + fullopts.base, minopts.diff + fullopts.diff),
+                          "MinOpts": minopts, "FullOpts": fullopts}
+        kinds[metric] = "float" if any(isinstance(v, float) for v in (minopts.base, minopts.diff,
+                                                                       fullopts.base, fullopts.diff)) else "int"
+    contexts = {"MinOpts": len(by_class["MinOpts"]), "FullOpts": len(by_class["FullOpts"])}
+    contexts["Overall"] = contexts["MinOpts"] + contexts["FullOpts"]
+    examples = select_examples(name, rows, focus, min_example_delta)
+    return CollectionResult(name, list(metrics), kinds, totals, contexts, base_counts, diff_counts, examples)
+
+
+def _column_sums(rows: Sequence[DiffRow], metrics: Sequence[str]) -> List[Tuple[Number, Number]]:
+    """(Σ base, Σ diff) per metric; transposes value tuples when the rows carry them."""
+    if not rows:
+        return [(0, 0) for _ in metrics]
+    first = rows[0]
+    index = getattr(first, "metric_index", None)
+    base_columns: Optional[List[Tuple[Number, ...]]] = None
+    diff_columns: Optional[List[Tuple[Number, ...]]] = None
+    if index is not None and hasattr(first, "base_values"):
+        base_columns = list(zip(*(r.base_values for r in rows)))  # type: ignore[attr-defined]
+        diff_columns = list(zip(*(r.diff_values for r in rows)))  # type: ignore[attr-defined]
+    sums: List[Tuple[Number, Number]] = []
+    for metric in metrics:
+        if metric == INSTRUCTIONS:
+            sums.append((sum(r.base_instructions for r in rows), sum(r.diff_instructions for r in rows)))
+        elif base_columns is not None and diff_columns is not None and metric in index:
+            position = index[metric]
+            sums.append((sum(base_columns[position]), sum(diff_columns[position])))
+        else:
+            sums.append((sum(r.base(metric) for r in rows), sum(r.diff(metric) for r in rows)))
+    return sums
+
+
+# ---------------------------------------------------------------- examples
+
+def example_candidates(name: str, rows: Iterable[DiffRow], metric: str, min_delta: Number) -> List[Example]:
+    """Rows kept for examples: both `Success`, base > 0, |diff-base| >= min_delta (and ≠ 0)."""
+    found: List[Example] = []
+    for row in rows:
+        if not both_success(row):
+            continue
+        base_value, diff_value = row_values(row, metric)
+        delta = diff_value - base_value
+        if base_value <= 0 or delta == 0 or abs(delta) < min_delta:
+            continue
+        found.append(Example(name, row.context, row.method_name, row_class(row), base_value, diff_value))
+    return found
+
+
+def _by_pct_key(example: Example) -> Tuple[float, int, str, int]:
+    return (example.pct, example.delta, example.collection, example.context)
+
+
+def _by_delta_key(example: Example) -> Tuple[Number, float, str, int]:
+    return (example.delta, example.pct, example.collection, example.context)
+
+
+def top_regressions(examples: Iterable[Example], row_class: str, by: str = "pct",
+                    count: int = TOP_COUNT) -> List[Example]:
+    """Largest growth first (by PDIFF % or by absolute delta); growth only."""
+    key = _by_pct_key if by == "pct" else _by_delta_key
+    chosen = [e for e in examples if e.row_class == row_class and e.delta > 0]
+    chosen.sort(key=lambda e: _negate(key(e)))
+    return chosen[:count]
+
+
+def top_improvements(examples: Iterable[Example], row_class: str, by: str = "pct",
+                     count: int = TOP_COUNT) -> List[Example]:
+    """Largest reduction first (most negative PDIFF % or delta); reductions only."""
+    key = _by_pct_key if by == "pct" else _by_delta_key
+    chosen = [e for e in examples if e.row_class == row_class and e.delta < 0]
+    chosen.sort(key=key)
+    return chosen[:count]
+
+
+def _negate(key: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Descending by the numbers, ascending by the collection/context tie-breakers."""
+    first, second, collection, context = key
+    return (-first, -second, collection, context)
+
+
+def select_examples(name: str, rows: Iterable[DiffRow], metric: str, min_delta: Number,
+                    count: int = TOP_COUNT) -> List[Example]:
+    """The union of every top list a summary can show, so merged summaries stay exact."""
+    candidates = example_candidates(name, rows, metric, min_delta)
+    keep: Dict[int, Example] = {}
+    for row_class in CLASSES:
+        for by in ("pct", "delta"):
+            for example in top_regressions(candidates, row_class, by, count) + \
+                    top_improvements(candidates, row_class, by, count):
+                keep[id(example)] = example
+    return sorted(keep.values(), key=lambda e: e.context)
+
+
+# ---------------------------------------------------------------- build strings
+
+@dataclass
+class BuildRecord:
+    """What a JIT's build string says (§6.6), as kept in a summary; `decoded` False when not found."""
+
+    decoded: bool
+    compiler: str = ""
+    native_pgo: bool = False
+    text: str = ""
+
+
+def build_warnings(base: Optional[BuildRecord], diff: Optional[BuildRecord]) -> List[Tuple[str, str]]:
+    """(kind, text) warnings about the JIT builds; text has no markdown colour."""
+    warnings: List[Tuple[str, str]] = []
+    if base is None or diff is None:
+        return warnings
+    if base.decoded and diff.decoded and base.compiler != diff.compiler:
+        warnings.append(("compiler", "Different compilers used for base and diff JITs. Results may be misleading."))
+    for label, info in (("Base", base), ("Diff", diff)):
+        if info.decoded and info.native_pgo:
+            warnings.append(("pgo", f"{label} JIT was compiled with native PGO. Results may be misleading. "
+                                    "Specify -p:NoPgoOptimize=true when building."))
+    for label, info in (("base", base), ("diff", diff)):
+        if not info.decoded:
+            warnings.append(("decode", f"Could not decode {label} JIT build string"))
+    return warnings
+
+
+# ---------------------------------------------------------------- the run
+
+@dataclass
+class CollectionFailure:
+    name: str
+    reason: str
+
+
+@dataclass
+class MetricDiffRun:
+    """Everything a tpdiff/memdiff summary needs; serialised as the JSON summary."""
+
+    kind: str
+    focus: str
+    base_jit_options: List[str] = field(default_factory=list)
+    diff_jit_options: List[str] = field(default_factory=list)
+    base_build: Optional[BuildRecord] = None
+    diff_build: Optional[BuildRecord] = None
+    collections: List[CollectionResult] = field(default_factory=list)
+    failures: List[CollectionFailure] = field(default_factory=list)
+    threshold: Optional[float] = None
+    repro: str = ""
+    version: int = SUMMARY_VERSION
+
+    def directional_metrics(self, direction_of) -> List[str]:  # type: ignore[no-untyped-def]
+        """Focus metric first, then every other metric with a direction, in CSV order."""
+        ordered: List[str] = []
+        for collection in self.collections:
+            for metric in collection.metrics:
+                if metric not in ordered:
+                    ordered.append(metric)
+        rest = [m for m in ordered if m != self.focus and direction_of(m) != "neutral"]
+        return ([self.focus] if any(c.has_metric(self.focus) for c in self.collections) else []) + rest
+
+    def all_metrics(self) -> List[str]:
+        ordered: List[str] = []
+        for collection in self.collections:
+            for metric in collection.metrics:
+                if metric not in ordered:
+                    ordered.append(metric)
+        return ordered
+
+
+# ---------------------------------------------------------------- JSON
+
+def _number_from_json(value: Any) -> Number:
+    return value if isinstance(value, (int, float)) else 0
+
+
+def run_to_json(run: MetricDiffRun) -> Dict[str, Any]:
+    data = asdict(run)
+    data["summary_type"] = run.kind
+    return data
+
+
+def _collection_from_json(data: Mapping[str, Any]) -> CollectionResult:
+    totals = {metric: {row: Totals(_number_from_json(cell.get("base")), _number_from_json(cell.get("diff")))
+                       for row, cell in rows.items()}
+              for metric, rows in data["totals"].items()}
+    examples = [Example(**example) for example in data.get("examples", [])]
+    return CollectionResult(name=data["name"], metrics=list(data["metrics"]), kinds=dict(data["kinds"]),
+                            totals=totals, contexts=dict(data["contexts"]),
+                            base_counts=SideCounts(**data["base_counts"]),
+                            diff_counts=SideCounts(**data["diff_counts"]), examples=examples)
+
+
+def _build_from_json(data: Optional[Mapping[str, Any]]) -> Optional[BuildRecord]:
+    return None if data is None else BuildRecord(**data)
+
+
+def run_from_json(data: Mapping[str, Any]) -> MetricDiffRun:
+    """Inverse of `run_to_json`; raises ValueError on a summary of another shape."""
+    try:
+        version = int(data.get("version", 0))
+        if version != SUMMARY_VERSION:
+            raise ValueError(f"summary version {version} is not supported (expected {SUMMARY_VERSION})")
+        return MetricDiffRun(
+            kind=data["kind"], focus=data["focus"],
+            base_jit_options=list(data.get("base_jit_options", [])),
+            diff_jit_options=list(data.get("diff_jit_options", [])),
+            base_build=_build_from_json(data.get("base_build")),
+            diff_build=_build_from_json(data.get("diff_build")),
+            collections=[_collection_from_json(c) for c in data.get("collections", [])],
+            failures=[CollectionFailure(**f) for f in data.get("failures", [])],
+            threshold=data.get("threshold"), repro=data.get("repro", ""), version=version)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a metric diff summary ({type(exc).__name__}: {exc})") from None
+
+
+def merge_runs(runs: Sequence[MetricDiffRun]) -> MetricDiffRun:
+    """One run from several (e.g. one per Helix work item): collections sorted by name.
+
+    Options, build information, threshold and repro text come from the first
+    summary that has them; every summary must be of the same kind and focus.
+    """
+    if not runs:
+        raise ValueError("no summaries to merge")
+    first = runs[0]
+    for other in runs[1:]:
+        if other.kind != first.kind:
+            raise ValueError(f"cannot merge a {other.kind} summary with a {first.kind} summary")
+        if other.focus != first.focus:
+            raise ValueError(f"cannot merge summaries of metric {other.focus} and {first.focus}")
+    merged = MetricDiffRun(kind=first.kind, focus=first.focus)
+    merged.base_jit_options = next((r.base_jit_options for r in runs if r.base_jit_options), [])
+    merged.diff_jit_options = next((r.diff_jit_options for r in runs if r.diff_jit_options), [])
+    merged.base_build = next((r.base_build for r in runs if r.base_build is not None), None)
+    merged.diff_build = next((r.diff_build for r in runs if r.diff_build is not None), None)
+    merged.threshold = next((r.threshold for r in runs if r.threshold is not None), None)
+    merged.repro = next((r.repro for r in runs if r.repro), "")
+    merged.collections = sorted((c for r in runs for c in r.collections), key=lambda c: c.name)
+    merged.failures = sorted((f for r in runs for f in r.failures), key=lambda f: f.name)
+    return merged

@@ -1,0 +1,144 @@
+"""`superpmi.py summarize`: merge JSON summaries into markdown (CONTRACTS §12.13).
+
+`summarize -summary_type asmdiffs|tpdiff|memdiff -summaries <json>… [-output_long_summary_path f]`
+merges several `--summary_as_json` outputs (collections sorted by name) and writes the
+long and short markdown exactly as a single run would. Without an output path the files
+go to `spmi_location` under the usual unique names (`<prefix>_summary[.N].md`,
+`<prefix>_short_summary[.N].md`); with one, the short file sits next to it
+(`…_summary…` → `…_short_summary…`, else `<stem>_short<ext>`) unless
+`-output_short_summary_path` says otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import details
+import jitutil
+import metricdiff
+import metricdiff_model as model
+import metricdiff_report as report
+import spmi_config
+from jitutil import SuiteError
+
+log = logging.getLogger("superpmi")
+
+SUMMARY_TYPES = ("asmdiffs", "tpdiff", "memdiff")
+#: file-name prefix per summary type (asmdiffs writes diff_summary.md)
+FILE_PREFIX = {"asmdiffs": "diff", "tpdiff": "tpdiff", "memdiff": "memdiff"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "summarize", parents=[spmi_config.common_options()],
+        help="merge JSON summaries (--summary_as_json) into long and short markdown",
+        description="Merge asmdiffs/tpdiff/memdiff JSON summaries (collections sorted by name) and write "
+                    "the long and short markdown summaries a single run would write.")
+    parser.add_argument("-summary_type", required=True, choices=SUMMARY_TYPES, help="kind of the summaries")
+    parser.add_argument("-summaries", required=True, nargs="+", metavar="JSON", help="JSON summaries to merge")
+    parser.add_argument("-output_long_summary_path", metavar="FILE",
+                        help="long markdown summary (default: a new <type>_summary.md in spmi_location)")
+    parser.add_argument("-output_short_summary_path", metavar="FILE",
+                        help="short markdown summary (default: next to the long one)")
+    parser.set_defaults(func=run_summarize)
+
+
+# ---------------------------------------------------------------- pure helpers
+
+def short_path_for(long_path: Path) -> Path:
+    """`x/tpdiff_summary.md` → `x/tpdiff_short_summary.md`; `x/out.md` → `x/out_short.md`."""
+    name = long_path.name
+    if "_summary" in name:
+        index = name.rindex("_summary")
+        return long_path.with_name(name[:index] + "_short" + name[index:])
+    return long_path.with_name(f"{long_path.stem}_short{long_path.suffix}")
+
+
+def load_json(path: Path) -> Dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SuiteError(f"summary '{path}' not found") from None
+    except OSError as exc:
+        raise SuiteError(f"cannot read summary '{path}': {exc.strerror}") from None
+    except ValueError as exc:
+        raise SuiteError(f"summary '{path}' is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise SuiteError(f"summary '{path}' is not a JSON summary object")
+    return data
+
+
+def merge_metric_summaries(kind: str, documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> model.MetricDiffRun:
+    runs = []
+    for path, data in documents:
+        found = data.get("summary_type", data.get("kind"))
+        if found != kind:
+            raise SuiteError(f"summary '{path}' is a {found or 'unknown'} summary, not {kind}; "
+                             "pass -summary_type to match")
+        try:
+            runs.append(model.run_from_json(data))
+        except ValueError as exc:
+            raise SuiteError(f"summary '{path}': {exc}") from None
+    try:
+        return model.merge_runs(runs)
+    except ValueError as exc:
+        raise SuiteError(f"cannot merge the summaries: {exc}") from None
+
+
+def render_metric(run: model.MetricDiffRun) -> Tuple[str, str]:
+    return (report.render(run, True, details.metric_direction),
+            report.render(run, False, details.metric_direction))
+
+
+def render_asmdiffs(documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> Tuple[str, str]:
+    """Merge and render asmdiffs JSON summaries with `asmdiffs_report`'s own functions."""
+    try:
+        import asmdiffs_report
+    except ImportError:
+        raise SuiteError("asmdiffs summaries cannot be merged: asmdiffs_report.py is missing") from None
+    merge: Optional[Callable[..., Any]] = getattr(asmdiffs_report, "merge_summaries", None)
+    render_long = getattr(asmdiffs_report, "render_long_summary", None)
+    render_short = getattr(asmdiffs_report, "render_short_summary", None)
+    if merge is None or render_long is None or render_short is None:
+        raise SuiteError("asmdiffs summaries cannot be merged: asmdiffs_report lacks merge/render functions")
+    try:
+        merged = merge([data for _, data in documents])
+    except ValueError as exc:
+        raise SuiteError(f"cannot merge the asmdiffs summaries: {exc}") from None
+    return render_long(merged), render_short(merged)
+
+
+# ---------------------------------------------------------------- the command
+
+def output_paths(args: argparse.Namespace, kind: str) -> Tuple[Path, Path]:
+    if args.output_long_summary_path:
+        long_path = Path(args.output_long_summary_path).resolve()
+        short = args.output_short_summary_path
+        return long_path, Path(short).resolve() if short else short_path_for(long_path)
+    settings = spmi_config.resolve_settings(args)
+    long_path, short_path = metricdiff.summary_paths(settings.spmi_location, FILE_PREFIX[kind], as_json=False)
+    assert short_path is not None
+    if args.output_short_summary_path:
+        short_path = Path(args.output_short_summary_path).resolve()
+    return long_path, short_path
+
+
+def run_summarize(args: argparse.Namespace) -> int:
+    kind = args.summary_type
+    documents = [(Path(p), load_json(Path(p))) for p in args.summaries]
+    if kind == "asmdiffs":
+        long_text, short_text = render_asmdiffs(documents)
+    else:
+        long_text, short_text = render_metric(merge_metric_summaries(kind, documents))
+    long_path, short_path = output_paths(args, kind)
+    jitutil.atomic_write_text(long_path, long_text)
+    jitutil.atomic_write_text(short_path, short_text)
+    print(f"Wrote {long_path}")
+    print(f"Wrote {short_path}")
+    return 0
+
+
+__all__: List[str] = ["register", "run_summarize", "short_path_for", "merge_metric_summaries"]

@@ -1,0 +1,415 @@
+"""Pure units of tpdiff/memdiff: significance, ±∞, aggregation, examples, rendering,
+the memory gate, JSON round trips and merging, argv shapes, pin package handling."""
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import tarfile
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+import pytest
+
+import details
+import metricdiff
+import metricdiff_model as model
+import metricdiff_report as report
+import pintools
+import summarize_cmd
+from jitutil import SuiteError
+from superpmi_tool import JitPairOptions, RunOptions
+
+RED = '<span style="color:red">'
+GREEN = '<span style="color:green">'
+HEADER = ("Context,Context size,Method full name,Tier name,Base result,Diff result,MinOpts,Has diff,"
+          "Base instructions,Diff instructions,Base ActualCodeBytes,Diff ActualCodeBytes,"
+          "Base RedundantBranchesEliminated,Diff RedundantBranchesEliminated,Base PerfScore,Diff PerfScore,"
+          "Base BytesAllocated,Diff BytesAllocated,Base InlineCount,Diff InlineCount")
+
+
+def csv_row(context: int, minopts: bool, instr: Tuple[int, int], mem: Tuple[int, int],
+            results: Tuple[str, str] = ("Success", "Success"), name: str = "", code: Tuple[int, int] = (10, 10),
+            rbe: Tuple[int, int] = (1, 1), perf: Tuple[float, float] = (5.0, 5.0)) -> str:
+    method = name or f"C:M{context}()"
+    return (f'{context},100,"{method}",{"Tier0" if minopts else "FullOpts"},{results[0]},{results[1]},{minopts},False,'
+            f"{instr[0]},{instr[1]},{code[0]},{code[1]},{rbe[0]},{rbe[1]},{perf[0]:f},{perf[1]:f},"
+            f"{mem[0]},{mem[1]},2,2")
+
+
+def table(rows: Sequence[str]) -> details.DetailsTable:
+    return details.parse_details("\n".join([HEADER, *rows]) + "\n", "test.csv")
+
+
+def collection(name: str, rows: Sequence[str], focus: str = model.BYTES_ALLOCATED,
+               min_delta: int = 0) -> model.CollectionResult:
+    parsed = table(rows)
+    metrics = [model.INSTRUCTIONS] if focus == model.INSTRUCTIONS else list(parsed.metric_names)
+    return model.aggregate(name, parsed.rows, metrics, focus, min_delta)
+
+
+def tp_run(collections: List[model.CollectionResult], base: Optional[model.BuildRecord] = None,
+           diff: Optional[model.BuildRecord] = None) -> model.MetricDiffRun:
+    same = model.BuildRecord(True, "GCC 13.2.0", False, "GCC 13.2.0 targeting unix-x64")
+    return model.MetricDiffRun(kind="tpdiff", focus=model.INSTRUCTIONS, collections=collections,
+                               base_build=base or same, diff_build=diff or same)
+
+
+def mem_run(collections: List[model.CollectionResult], threshold: Optional[float] = 25.0) -> model.MetricDiffRun:
+    return model.MetricDiffRun(kind="memdiff", focus=model.BYTES_ALLOCATED, collections=collections,
+                               threshold=threshold)
+
+
+# ---------------------------------------------------------------- significance and formatting
+
+def test_significance_uses_python_round_to_two_decimals():
+    assert not model.is_significant(1_000_000, 1_000_049)   # +0.0049% rounds to 0.00
+    assert model.is_significant(1_000_000, 1_000_051)       # +0.0051% rounds to 0.01
+    assert not model.is_significant(1_000_000, 999_951)     # -0.0049% rounds to -0.0 == 0
+    assert model.is_significant(1_000_000, 999_949)
+    assert not model.is_significant(500, 500)
+
+
+def test_zero_base_is_infinite_and_significant_only_when_diff_differs():
+    assert model.pct_change(0, 7) == math.inf
+    assert model.pct_change(0, -3) == -math.inf
+    assert model.pct_change(0, 0) == 0.0
+    assert model.is_significant(0, 1)
+    assert not model.is_significant(0, 0)
+    assert model.is_significant(0.0, 0.5)
+
+
+def test_pct_formatting_colours_and_infinity():
+    assert report.fmt_pct(1.234) == f"{RED}+1.23%</span>"
+    assert report.fmt_pct(-0.5) == f"{GREEN}-0.50%</span>"
+    assert report.fmt_pct(0.0) == "0.00%"
+    assert report.fmt_pct(math.inf) == f"{RED}+∞</span>"
+    assert report.fmt_pct(-math.inf) == f"{GREEN}-∞</span>"
+    assert report.fmt_pct(2.0, direction=report.HIGHER) == f"{GREEN}+2.00%</span>"
+    assert report.fmt_pct(-2.0, direction=report.HIGHER) == f"{RED}-2.00%</span>"
+    assert report.fmt_pct(2.0, direction=report.NEUTRAL) == "+2.00%"
+    assert report.fmt_pct(0.12345, decimals=4) == f"{RED}+0.1235%</span>"
+
+
+def test_range_title_collapses_when_min_and_max_format_alike():
+    assert report.range_title("Overall", [1.001, 1.004]) == f"Overall ({RED}+1.00%</span>)"
+    assert report.range_title("MinOpts", [-0.5, 2.0]) == \
+        f"MinOpts ({GREEN}-0.50%</span> to {RED}+2.00%</span>)"
+
+
+def test_details_section_and_values():
+    assert report.details_section("T", "body\n") == \
+        '\n<details>\n<summary>T</summary>\n<div style="margin-left:1em">\n\nbody\n\n\n</div></details>\n'
+    assert report.fmt_value(1234567) == "1,234,567"
+    assert report.fmt_value(1234.5, "float") == "1,234.50"
+    assert report.options_lines(["A=1", "B=2"], []) == "Base JIT options: A=1;B=2\n\n"
+
+
+# ---------------------------------------------------------------- aggregation and examples
+
+def test_aggregate_sums_both_success_rows_split_by_minopts():
+    result = collection("a.mch", [
+        csv_row(1, False, (100, 110), (1000, 1100)),
+        csv_row(2, True, (50, 50), (500, 400)),
+        csv_row(3, False, (70, 0), (700, 0), results=("Success", "Error")),
+        csv_row(4, True, (0, 0), (0, 0), results=("Miss", "Miss")),
+    ])
+    assert result.total("BytesAllocated").base == 1500 and result.total("BytesAllocated").diff == 1500
+    assert result.total("BytesAllocated", "FullOpts").diff == 1100
+    assert result.total("BytesAllocated", "MinOpts").diff == 400
+    assert result.total("PerfScore").base == 10.0 and result.kinds["PerfScore"] == "float"
+    assert result.kinds["BytesAllocated"] == "int"
+    assert result.contexts == {"Overall": 2, "MinOpts": 1, "FullOpts": 1}
+    assert (result.base_counts.successes, result.base_counts.misses, result.base_counts.failures) == (3, 1, 0)
+    assert (result.diff_counts.successes, result.diff_counts.misses, result.diff_counts.failures) == (2, 1, 1)
+
+
+def test_tpdiff_aggregates_the_instruction_columns():
+    result = collection("a.mch", [csv_row(1, False, (1000, 1100), (1, 1)), csv_row(2, True, (400, 380), (1, 1))],
+                        focus=model.INSTRUCTIONS, min_delta=model.TPDIFF_MIN_EXAMPLE_DELTA)
+    assert result.metrics == [model.INSTRUCTIONS]
+    assert (result.total(model.INSTRUCTIONS).base, result.total(model.INSTRUCTIONS).diff) == (1400, 1480)
+    # |Δ| >= 50 only: context 2 (-20) is no example
+    assert [e.context for e in result.examples] == [1]
+
+
+def test_examples_top_lists_order_and_direction():
+    rows = [csv_row(i, False, (1, 1), (1000, 1000 + d)) for i, d in enumerate([50, -30, 10, 200, -400, 0], 1)]
+    result = collection("a.mch", rows)
+    worst = model.top_regressions(result.examples, "FullOpts", "pct")
+    assert [e.context for e in worst] == [4, 1, 3]
+    best = model.top_improvements(result.examples, "FullOpts", "delta")
+    assert [e.context for e in best] == [5, 2]
+    assert model.top_regressions(result.examples, "MinOpts") == []
+
+
+def test_examples_keep_every_candidate_a_merged_summary_may_need():
+    rows = [csv_row(i, i % 2 == 0, (1, 1), (1000, 1000 + i)) for i in range(1, 60)]
+    result = collection("a.mch", rows)
+    # top 20 by pct and by delta coincide here: 20 per class
+    assert len(result.examples) == 40
+
+
+# ---------------------------------------------------------------- tpdiff rendering
+
+def _tp_collection(name: str, base: int, diff: int) -> model.CollectionResult:
+    return collection(name, [csv_row(1, False, (base, diff), (1, 1), name="A:B(int)"),
+                             csv_row(2, True, (base, base), (1, 1))],
+                      focus=model.INSTRUCTIONS, min_delta=model.TPDIFF_MIN_EXAMPLE_DELTA)
+
+
+def test_tpdiff_summary_lists_only_significant_collections():
+    run = tp_run([_tp_collection("a.mch", 1_000_000, 1_030_000), _tp_collection("b.mch", 1_000_000, 1_000_010)])
+    long_text = report.render_tpdiff(run, long=True)
+    overall = long_text.split("<summary>Overall")[1].split("</details>")[0]
+    assert "|a.mch|" in overall and "|b.mch|" not in overall
+    assert "Top method regressions (FullOpts, by PDIFF %)" in long_text
+    assert "|a.mch|1|1,000,000|1,030,000|" in long_text and "A:B(int)" in long_text
+    details_part = long_text.split("<summary>Details</summary>")[1]
+    assert "All contexts:\n\n|Collection|Base # instructions|Diff # instructions|PDIFF|\n|---|--:|--:|--:|\n" \
+        in details_part
+    # P(): any positive percentage is red and signed, even when it rounds to 0.00
+    assert f"|b.mch|2,000,000|2,000,010|{RED}+0.00%</span>|" in details_part
+    short_text = report.render_tpdiff(run, long=False)
+    assert "Top method" not in short_text and "Details" not in short_text and "|a.mch|" in short_text
+
+
+def test_tpdiff_without_significant_differences():
+    run = tp_run([_tp_collection("a.mch", 1_000_000, 1_000_010)])
+    long_text = report.render_tpdiff(run, long=True)
+    assert "No significant throughput differences found\n" in long_text
+    assert "<summary>Overall" not in long_text and "<summary>Details</summary>" in long_text
+    assert report.render_tpdiff(run, long=False) == ""
+
+
+def test_tpdiff_build_warnings_each_on_its_own_line():
+    base = model.BuildRecord(True, "MSVC 19.38", False)
+    diff = model.BuildRecord(True, "Clang 17.0.6", True)
+    run = tp_run([_tp_collection("a.mch", 100_000, 110_000)], base, diff)
+    text = report.render_tpdiff(run, long=False)
+    lines = [line for line in text.splitlines() if line]
+    assert lines[0] == (f"{RED}Warning:</span> Different compilers used for base and diff JITs. "
+                        "Results may be misleading.")
+    assert lines[1] == "Base JIT's compiler: MSVC 19.38"
+    assert lines[2] == "Diff JIT's compiler: Clang 17.0.6"
+    assert lines[3] == (f"{RED}Warning:</span> Diff JIT was compiled with native PGO. Results may be "
+                        "misleading. Specify -p:NoPgoOptimize=true when building.")
+    undecoded = tp_run([_tp_collection("a.mch", 100_000, 110_000)], model.BuildRecord(False), base)
+    assert f"{RED}Warning:</span> Could not decode base JIT build string\n" in report.render_tpdiff(undecoded, True)
+
+
+def test_tpdiff_console_lines():
+    lines = report.tpdiff_console_lines(_tp_collection("a.mch", 1000, 1100), model.INSTRUCTIONS)
+    assert lines == ["Total instructions executed by base: 2000", "Total instructions executed by diff: 2100",
+                     "Total instructions executed delta: 100 (5.00% of base)"]
+
+
+# ---------------------------------------------------------------- memdiff rendering and gate
+
+def _mem_collection(name: str, full: Tuple[int, int], minopts: Tuple[int, int] = (1000, 1000),
+                    rbe: Tuple[int, int] = (1, 1)) -> model.CollectionResult:
+    return collection(name, [csv_row(1, False, (1, 1), full, rbe=rbe, name="N:Full()"),
+                             csv_row(2, True, (1, 1), minopts, name="N:Min()")])
+
+
+def test_memdiff_gate_breaches_overall_and_fullopts_only():
+    run = mem_run([_mem_collection("big.mch", (1000, 1400)),
+                   _mem_collection("minopts.mch", (1000, 1000), minopts=(1000, 3000)),
+                   _mem_collection("small.mch", (1000, 1010))])
+    breaches = report.gate_breaches(run, 25.0)
+    assert [(b.collection, b.row) for b in breaches] == [("big.mch", "FullOpts"), ("minopts.mch", "Overall")]
+    assert report.gate_breaches(run, 0) == []
+    assert report.gate_breaches(run, 0.0) == []
+    at_threshold = mem_run([_mem_collection("edge.mch", (1000, 1250), minopts=(1000, 1250))])
+    assert len(report.gate_breaches(at_threshold, 25.0)) == 2
+
+
+def test_memdiff_red_first_line_names_collection_row_and_figure():
+    run = mem_run([_mem_collection("big.mch", (1000, 1400)), _mem_collection("ok.mch", (1000, 1010))])
+    for long in (True, False):
+        text = report.render_memdiff(run, long, details.metric_direction)
+        first = text.splitlines()[0]
+        assert first.startswith(RED) and "big.mch FullOpts +40.00%" in first and "ok.mch" not in first
+        assert "Overall or FullOpts row is at least +25%" in text and "exit code 2" in text
+
+
+def test_memdiff_bytesallocated_first_then_directional_metrics():
+    run = mem_run([_mem_collection("a.mch", (1000, 1100), rbe=(4, 2))])
+    text = report.render_memdiff(run, True, details.metric_direction)
+    titles = [part.split("</summary>")[0] for part in text.split("<summary>")[1:]]
+    assert titles[0].startswith("BytesAllocated (")
+    assert titles[1].startswith("RedundantBranchesEliminated (")
+    # higher is better: a decrease is red
+    assert f"{RED}-40.00%</span>" in titles[1]
+    assert not any(t.startswith("InlineCount") for t in titles)   # neutral: no pivot
+    assert "Top method regressions (FullOpts, by PDIFF %)" in text
+    assert "Top method regressions (FullOpts, by absolute delta)" in text
+    assert "|a.mch|1|1,000|1,100|" in text and "N:Full()" in text
+
+
+def test_memdiff_zero_base_renders_infinity_without_division_errors():
+    rows = [csv_row(1, False, (1, 1), (1000, 1000), code=(0, 12))]
+    run = mem_run([collection("z.mch", rows)])
+    text = report.render_memdiff(run, True, details.metric_direction)
+    assert f"ActualCodeBytes ({RED}+∞</span>)" in text
+    assert "|z.mch|0|12|" + f"{RED}+∞</span>|" in text
+    console = report.memdiff_console_lines(run.collections[0])
+    assert "  ActualCodeBytes: base=0, diff=12, delta=12" in console
+    assert "  BytesAllocated: base=1,000, diff=1,000, delta=0 (0.00%)" in console
+    assert "  PerfScore: base=5.00, diff=5.00, delta=0.00 (0.00%)" in console
+
+
+def test_memdiff_nothing_significant():
+    run = mem_run([_mem_collection("a.mch", (1000, 1000))], threshold=0)
+    long_text = report.render_memdiff(run, True, details.metric_direction)
+    assert "No significant memory differences found\n" in long_text
+    assert "Memory gate: disabled (-memdiff_threshold 0)." in long_text
+    assert report.render_memdiff(run, False, details.metric_direction) == ""
+
+
+# ---------------------------------------------------------------- JSON and merging
+
+def test_json_round_trip_and_merge_sorted_by_name():
+    first = mem_run([_mem_collection("z.mch", (1000, 1400))])
+    first.base_jit_options = ["JitNoCSE=1"]
+    second = mem_run([_mem_collection("a.mch", (1000, 1010))])
+    import json
+    docs = [json.loads(json.dumps(model.run_to_json(r), allow_nan=False)) for r in (first, second)]
+    merged = model.merge_runs([model.run_from_json(d) for d in docs])
+    assert [c.name for c in merged.collections] == ["a.mch", "z.mch"]
+    assert merged.base_jit_options == ["JitNoCSE=1"]
+    direct = mem_run([_mem_collection("a.mch", (1000, 1010)), _mem_collection("z.mch", (1000, 1400))])
+    direct.base_jit_options = ["JitNoCSE=1"]
+    for long in (True, False):
+        assert report.render_memdiff(merged, long, details.metric_direction) == \
+            report.render_memdiff(direct, long, details.metric_direction)
+
+
+def test_merge_rejects_mixed_kinds_and_bad_documents():
+    with pytest.raises(ValueError):
+        model.merge_runs([tp_run([]), mem_run([])])
+    with pytest.raises(ValueError):
+        model.run_from_json({"version": 1, "kind": "memdiff"})
+    with pytest.raises(ValueError):
+        model.run_from_json({"version": 99})
+    with pytest.raises(SuiteError, match="is a tpdiff summary, not memdiff"):
+        summarize_cmd.merge_metric_summaries("memdiff", [(Path("x.json"), model.run_to_json(tp_run([])))])
+
+
+def test_short_summary_path_next_to_long():
+    assert summarize_cmd.short_path_for(Path("/x/tpdiff_summary.md")) == Path("/x/tpdiff_short_summary.md")
+    assert summarize_cmd.short_path_for(Path("/x/memdiff_summary.3.md")) == Path("/x/memdiff_short_summary.3.md")
+    assert summarize_cmd.short_path_for(Path("/x/out.md")) == Path("/x/out_short.md")
+
+
+def test_summary_paths_share_the_unique_index(tmp_path):
+    (tmp_path / "tpdiff_summary.md").write_text("x")
+    assert metricdiff.summary_paths(tmp_path, "tpdiff", False) == \
+        (tmp_path / "tpdiff_summary.1.md", tmp_path / "tpdiff_short_summary.1.md")
+    assert metricdiff.summary_paths(tmp_path, "tpdiff", True) == (tmp_path / "tpdiff_summary.json", None)
+
+
+# ---------------------------------------------------------------- command pieces
+
+def test_threshold_argument():
+    assert metricdiff.threshold_value("25") == 25.0
+    assert metricdiff.threshold_value("0") == 0.0
+    assert metricdiff.threshold_value("12.5") == 12.5
+    for bad in ("abc", "-1", "nan", "inf"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            metricdiff.threshold_value(bad)
+
+
+def test_metric_argv_shapes():
+    pin = pintools.PinTool(Path("/p/pin"), Path("/p/clrjit_inscount_x64/libclrjit_inscount.so"))
+    options = JitPairOptions(shared=["JitNoCSE=1"], base_only=["A=1"], diff_only=["B=2"])
+    argv = metricdiff.build_metric_argv(Path("/c/superpmi"), Path("/b.so"), Path("/d.so"), "/m.mch",
+                                       Path("/t/x.csv"), RunOptions(), "x64", "x64", options, False, pin)
+    assert argv == ["/p/pin", "-follow_execv", "-t", "/p/clrjit_inscount_x64/libclrjit_inscount.so", "-quiet", "--",
+                    "/c/superpmi", "-applyDiff", "-v", "ewi", "-details", "/t/x.csv",
+                    "-jitoption", "force", "JitReportMetrics=0", "-jitoption", "A=1", "-jitoption", "JitNoCSE=1",
+                    "-jit2option", "force", "JitReportMetrics=0", "-jit2option", "B=2", "-jit2option", "JitNoCSE=1",
+                    "-p", "/b.so", "/d.so", "/m.mch"]
+    mem = metricdiff.build_metric_argv(Path("/c/superpmi"), Path("/b.so"), Path("/d.so"), "/m.mch",
+                                      Path("/t/x.csv"), RunOptions(sequential=True, error_limit=100, altjit=True),
+                                      "x64", "arm64", JitPairOptions(), True, None)
+    assert mem == ["/c/superpmi", "-applyDiff", "-v", "ewi", "-details", "/t/x.csv", "-target", "arm64",
+                   "-jitoption", "force", "AltJit=*", "-jitoption", "force", "AltJitNgen=*",
+                   "-jit2option", "force", "AltJit=*", "-jit2option", "force", "AltJitNgen=*",
+                   "-jitoption", "force", "JitReportMetrics=1", "-jit2option", "force", "JitReportMetrics=1",
+                   "-failureLimit", "100", "/b.so", "/d.so", "/m.mch"]
+
+
+def test_dump_map_names_keep_commas_of_generic_arguments():
+    text = ("index,method name,full signature,jit flags,os\n"
+            '1,System.Linq.Logger`3[System.__Canon,ushort,System.String]:Create,"(ref):ushort:this", 2, 1\n'
+            '2,A:B,"()", 1, 1\n')
+    assert metricdiff.parse_dump_map(text) == {
+        1: "System.Linq.Logger`3[System.__Canon,ushort,System.String]:Create(ref):ushort:this", 2: "A:B()"}
+
+
+LEGACY_2023 = ("Context,Context size,Base result,Diff result,MinOpts,Has diff,Base size,Diff size,"
+               "Base instructions,Diff instructions\n1,10,Success,Success,False,False,12,12,0,0\n")
+
+
+def test_missing_bytesallocated_columns_say_the_jits_do_not_report_metrics():
+    legacy = details.parse_details(LEGACY_2023, "old.csv")
+    with pytest.raises(SuiteError, match="do not report metrics"):
+        metricdiff.check_metrics_reported(legacy, model.BYTES_ALLOCATED, "old.mch")
+    with pytest.raises(SuiteError, match="-metric Foo: .* no 'Base Foo'"):
+        metricdiff.check_metrics_reported(legacy, "Foo", "old.mch")
+
+
+def test_all_zero_bytesallocated_means_a_jit_does_not_report():
+    quiet = table([csv_row(1, False, (1, 1), (0, 700)), csv_row(2, True, (1, 1), (0, 800))])
+    with pytest.raises(SuiteError, match="base JIT does not report metrics"):
+        metricdiff.check_metrics_reported(quiet, model.BYTES_ALLOCATED, "a.mch")
+    fine = table([csv_row(1, False, (1, 1), (600, 700))])
+    assert "BytesAllocated" in metricdiff.check_metrics_reported(fine, model.BYTES_ALLOCATED, "a.mch")
+
+
+# ---------------------------------------------------------------- pin package
+
+def test_pin_package_names():
+    tool = pintools.tool_in_package(Path("/s/pintools/1.0/windows"), "windows", "x86")
+    assert tool.pin == Path("/s/pintools/1.0/windows/pin.exe")
+    assert tool.pintool == Path("/s/pintools/1.0/windows/clrjit_inscount_x86/clrjit_inscount.dll")
+    assert pintools.archive_blob_name("windows") == "pintools/1.0/windows.zip"
+    assert pintools.archive_blob_name("osx") == "pintools/1.0/osx.tar.gz"
+    with pytest.raises(SuiteError, match="^Throughput measurements not supported on platform arm64$"):
+        pintools.check_throughput_host("arm64")
+
+
+def _tar(path: Path, members: Sequence[Tuple[str, str]]) -> Path:
+    with tarfile.open(path, "w:gz") as archive:
+        for name, kind in members:
+            info = tarfile.TarInfo(name)
+            if kind == "link":
+                info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+                archive.addfile(info)
+            else:
+                data = b"#!/bin/sh\n"
+                info.size, info.mode = len(data), 0o755
+                archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.parametrize("members, reason", [
+    ([("../evil", "file")], "'..'"),
+    ([("/abs/pin", "file")], "absolute"),
+    ([("pin", "link")], "link"),
+])
+def test_unsafe_pin_archives_are_refused(tmp_path, members, reason):
+    archive = _tar(tmp_path / "linux.tar.gz", members)
+    with pytest.raises(SuiteError, match=reason):
+        pintools.extract_tar(archive, tmp_path / "out")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_pin_archive_extraction_keeps_exec_bits_and_finds_root(tmp_path):
+    archive = _tar(tmp_path / "linux.tar.gz", [("linux/pin", "file"),
+                                                ("linux/clrjit_inscount_x64/libclrjit_inscount.so", "file")])
+    pintools.extract_tar(archive, tmp_path / "out")
+    root = pintools.package_root(tmp_path / "out", "linux")
+    assert root == tmp_path / "out" / "linux"
+    assert (root / "pin").stat().st_mode & 0o100
