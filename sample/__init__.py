@@ -1,0 +1,6 @@
+"""Sample toolchain: stand-ins for superpmi, mcs, pin and JIT binaries.
+
+The modules in this package only use the standard library and never import
+anything from the surrounding script suite, so a generated toolchain can carry
+a copy of this package in its own ``lib`` directory.
+"""

@@ -1,0 +1,199 @@
+"""The sample ``mcs`` (method-context shell): the verbs the suite uses."""
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from .context import OS_NUMBERS, TIER_FLAGS, PayloadError, decode_context, dedup_key, strip_compile_result
+from .jitfile import DEFAULT_GUID
+from .mchfile import (FramingError, TocEntry, encode_record, encode_toc, record_bytes, record_payload,
+                      scan_records, write_bytes_atomically)
+from .superpmi_args import UsageError, parse_compile_list
+
+USAGE = """MCS is a utility for examining and manipulating SuperPMI method context files.
+(sample toolchain stand-in)
+
+ mcs -printJITEEVersion
+ mcs -toc <file.mch>
+ mcs -merge <out.mch> <pattern> [-recursive] [-dedup] [-thin]
+ mcs -strip <range|file.mcl> <in.mch> <out.mch>
+ mcs -concat <file1> <file2>
+ mcs -dumpMap <file>
+"""
+
+
+class McsError(Exception):
+    """A failure that ends mcs with exit -1 after printing the message."""
+
+
+def usage(message: Optional[str] = None) -> int:
+    if message:
+        sys.stderr.write("ERROR: %s\n" % message)
+    sys.stdout.write(USAGE)
+    return -1
+
+
+def read_records(path: Path):
+    """Yield (number, record bytes, payload) for every record of a file."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        raise McsError("Unable to open '%s'" % path)
+    try:
+        for ref in scan_records(data):
+            yield ref.number, record_bytes(data, ref), record_payload(data, ref)
+    except FramingError as error:
+        raise McsError("Method %d of '%s' is of low integrity (%s)." % (error.number, path, error.detail))
+
+
+def verb_print_version(args: List[str], settings: Dict[str, str]) -> int:
+    guid = settings.get("guid", DEFAULT_GUID)
+    sys.stdout.write(guid + "\n")
+    return 0
+
+
+def verb_toc(args: List[str], settings: Dict[str, str]) -> int:
+    if len(args) != 1:
+        return usage("-toc needs exactly one file")
+    path = Path(args[0])
+    entries: List[TocEntry] = []
+    offset = 0
+    for number, record, payload in read_records(path):
+        try:
+            context = decode_context(payload)
+        except PayloadError:
+            raise McsError("Method %d is of low integrity." % number)
+        entries.append(TocEntry(offset, number, context.method_hash))
+        offset += len(record)
+    write_bytes_atomically(path.with_name(path.name + ".mct"), encode_toc(entries))
+    sys.stdout.write("Loaded %d, added %d to Table of Contents\n" % (len(entries), len(entries)))
+    return 0
+
+
+def matching_files(pattern: str, recursive: bool, exclude: Path) -> List[Path]:
+    directory, _, mask = pattern.replace("\\", "/").rpartition("/")
+    root = Path(directory or ".")
+    found: List[Path] = []
+    if not root.is_dir():
+        return found
+    if recursive:
+        for current, _, files in os.walk(root):
+            found.extend(Path(current) / name for name in files if fnmatch.fnmatch(name, mask))
+    else:
+        found.extend(p for p in root.iterdir() if p.is_file() and fnmatch.fnmatch(p.name, mask))
+    excluded = exclude.resolve()
+    return sorted(p for p in found if p.resolve() != excluded)
+
+
+def verb_merge(args: List[str], settings: Dict[str, str]) -> int:
+    positional = [a for a in args if not a.startswith("-")]
+    flags = {a.lower() for a in args if a.startswith("-")}
+    unknown = flags - {"-recursive", "-dedup", "-thin"}
+    if len(positional) != 2 or unknown:
+        return usage("-merge needs <out.mch> <pattern> [-recursive] [-dedup] [-thin]")
+    output, pattern = Path(positional[0]), positional[1]
+    files = matching_files(pattern, "-recursive" in flags, output)
+    if not files:
+        raise McsError("No files matched '%s'" % pattern)
+    seen = set()
+    parts: List[bytes] = []
+    loaded = 0
+    for path in files:
+        for number, record, payload in read_records(path):
+            loaded += 1
+            try:
+                if "-dedup" in flags:
+                    key = dedup_key(payload)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                if "-thin" in flags:
+                    record = encode_record(strip_compile_result(payload))
+            except ValueError:
+                raise McsError("Method %d of '%s' is of low integrity." % (number, path))
+            parts.append(record)
+    write_bytes_atomically(output, b"".join(parts))
+    sys.stdout.write("Merged %d files: loaded %d, saved %d\n" % (len(files), loaded, len(parts)))
+    return 0
+
+
+def verb_strip(args: List[str], settings: Dict[str, str]) -> int:
+    if len(args) != 3:
+        return usage("-strip needs <list> <in.mch> <out.mch>")
+    try:
+        dropped = set(parse_compile_list(args[0]))
+    except UsageError as error:
+        raise McsError(error.message or "bad context list '%s'" % args[0])
+    kept: List[bytes] = []
+    loaded = 0
+    for number, record, _ in read_records(Path(args[1])):
+        loaded += 1
+        if number not in dropped:
+            kept.append(record)
+    write_bytes_atomically(Path(args[2]), b"".join(kept))
+    sys.stdout.write("Loaded %d, Saved %d\n" % (loaded, len(kept)))
+    return 0
+
+
+def verb_concat(args: List[str], settings: Dict[str, str]) -> int:
+    if len(args) != 2:
+        return usage("-concat needs <file1> <file2>")
+    try:
+        data = Path(args[1]).read_bytes()
+        with open(args[0], "ab") as stream:
+            stream.write(data)
+    except OSError as error:
+        raise McsError("Unable to concatenate '%s' to '%s': %s" % (args[1], args[0], error.strerror))
+    return 0
+
+
+def verb_dump_map(args: List[str], settings: Dict[str, str]) -> int:
+    if len(args) != 1:
+        return usage("-dumpMap needs one file")
+    lines = ["index,method name,full signature,jit flags,os"]
+    for number, _, payload in read_records(Path(args[0])):
+        try:
+            context = decode_context(payload)
+        except PayloadError:
+            raise McsError("Method %d is of low integrity." % number)
+        head, _, tail = context.name.partition("(")
+        signature = "(" + tail if tail else ""
+        lines.append('%d,%s,"%s", %d, %d' % (number, head, signature, TIER_FLAGS.get(context.tier, 0),
+                                             OS_NUMBERS.get(context.target_os, 1)))
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+VERBS: Dict[str, Callable[[List[str], Dict[str, str]], int]] = {
+    "-printjiteeversion": verb_print_version,
+    "-toc": verb_toc,
+    "-merge": verb_merge,
+    "-strip": verb_strip,
+    "-concat": verb_concat,
+    "-dumpmap": verb_dump_map,
+}
+
+
+def main(argv: Optional[List[str]] = None, settings: Optional[Dict[str, str]] = None) -> int:
+    argv = list(sys.argv if argv is None else argv)
+    settings = dict(settings or {})
+    if len(argv) < 2:
+        return usage()
+    verb = VERBS.get(argv[1].lower())
+    if verb is None:
+        return usage("Unknown verb '%s'" % argv[1])
+    try:
+        return verb(argv[2:], settings)
+    except McsError as error:
+        sys.stderr.write("ERROR: %s\n" % error)
+        return -1
+    except OSError as error:
+        sys.stderr.write("ERROR: %s\n" % error)
+        return -1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,479 @@
+"""The sample superpmi: replays method contexts through one or two sample JITs.
+
+Entry point: :func:`main`, called by the generated ``superpmi`` executable with
+the toolchain settings (JIT-EE GUID, host architecture).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, IO, Iterator, List, Optional, Set
+
+from .context import PayloadError, decode_context
+from .jithost import ConfigSource, JitInstance, JitLoadError, Outcome, load_jit
+from .jitfile import DEFAULT_GUID, host_os, jit_file_name
+from .mchfile import (FramingError, RecordRef, find_toc, format_mcl, mch_for_toc_input, record_at,
+                      record_bytes, record_payload, scan_records)
+from .superpmi_args import Options, UsageError, parse_args
+from .superpmi_output import (Console, diff_header, diff_row, print_help, replay_header, replay_row,
+                              summary_line)
+
+START_COST_ENV = "SPMI_SAMPLE_START_MS"
+COMPILE_COST_ENV = "SPMI_SAMPLE_COMPILE_US"
+HANG_LIMIT_ENV = "SPMI_SAMPLE_HANG_SECONDS"
+PIN_ENV = "SPMI_SAMPLE_PINTOOL"
+PROGRESS_EVERY = 500
+
+
+class FatalExit(Exception):
+    """Ends the run at once with ``code`` after printing ``message`` as an ERROR."""
+
+    def __init__(self, code: int, message: Optional[str] = None) -> None:
+        super().__init__(message or "")
+        self.code = code
+        self.message = message
+
+
+def env_number(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+class CostModel:
+    """Modelled costs: a start-up delay per process and a delay per compile.
+
+    Compile delays are accumulated and slept in chunks so that tiny costs
+    stay accurate in total."""
+
+    def __init__(self) -> None:
+        self.compile_cost = max(env_number(COMPILE_COST_ENV, 50.0), 0.0) / 1e6
+        self.debt = 0.0
+
+    @staticmethod
+    def start() -> None:
+        delay = max(env_number(START_COST_ENV, 40.0), 0.0) / 1000.0
+        if delay:
+            time.sleep(delay)
+
+    def compile(self) -> None:
+        if not self.compile_cost:
+            return
+        self.debt += self.compile_cost
+        if self.debt >= 0.002:
+            self.settle()
+
+    def settle(self) -> None:
+        if self.debt > 0:
+            started = time.perf_counter()
+            time.sleep(self.debt)
+            self.debt -= time.perf_counter() - started
+
+
+@dataclass
+class Counters:
+    loaded: int = 0
+    jitted: int = 0
+    failed: int = 0
+    excluded: int = 0
+    missing: int = 0
+    diffs: int = 0
+    errors: int = 0
+    failures_jit1: int = 0
+    failures_jit2: int = 0
+
+
+@dataclass
+class Run:
+    """State of one replay."""
+
+    options: Options
+    console: Console
+    settings: Dict[str, str]
+    data: bytes = b""
+    jit_paths: List[str] = field(default_factory=list)
+    jits: List[JitInstance] = field(default_factory=list)
+    counters: Counters = field(default_factory=Counters)
+    fail_list: List[int] = field(default_factory=list)
+    fail_file: Optional[IO[bytes]] = None
+    details: Optional[IO[bytes]] = None
+    excluded_hashes: Set[str] = field(default_factory=set)
+    costs: CostModel = field(default_factory=CostModel)
+
+    @property
+    def target_arch(self) -> str:
+        return self.options.target or self.settings.get("host_arch", "x64")
+
+
+def main(argv: Optional[List[str]] = None, settings: Optional[Dict[str, str]] = None) -> int:
+    argv = list(sys.argv if argv is None else argv)
+    settings = dict(settings or {})
+    settings.setdefault("guid", DEFAULT_GUID)
+    settings.setdefault("host_arch", "x64")
+    settings.setdefault("program", argv[0] if argv else "superpmi")
+    console = Console()
+    try:
+        options = parse_args(argv[1:], host_os())
+    except UsageError as error:
+        if error.message:
+            console.error(error.message)
+        for line in error.extra:
+            console.error(line)
+        if error.show_help:
+            print_help()
+        console.flush()
+        return -1
+    CostModel.start()
+    if options.parallel:
+        from .superpmi_parallel import run_parallel
+        return run_parallel(options, argv, settings)
+    log = None
+    if options.log_file:
+        try:
+            log = open(options.log_file, "wb")
+        except OSError:
+            console.error("Could not create file %s" % options.log_file)
+            return -1
+    console = Console(options.verbosity, log)
+    run = Run(options, console, settings)
+    try:
+        return replay(run)
+    except FatalExit as fatal:
+        if fatal.message:
+            console.error(fatal.message)
+        return fatal.code
+    finally:
+        finish(run)
+
+
+def finish(run: Run) -> None:
+    for jit in run.jits:
+        jit.close()
+    for stream in (run.fail_file, run.details):
+        if stream is not None:
+            stream.close()
+    run.costs.settle()
+    run.console.close()
+
+
+# ---------------------------------------------------------------- set-up
+
+def resolve_jits(run: Run) -> List[str]:
+    options = run.options
+    if options.jits:
+        return list(options.jits)
+    here = Path(run.settings["program"]).resolve().parent
+    host = host_os()
+    name = jit_file_name(host, host, run.settings["host_arch"], run.target_arch)
+    default = here / name
+    if not default.is_file():
+        raise FatalExit(-1, "Missing name of a Jit.")
+    run.console.info("Using default JIT: %s" % default)
+    return [str(default)]
+
+
+def resolve_input(path_text: str) -> Path:
+    path = Path(path_text)
+    if path.suffix.lower() == ".mct":
+        for candidate in mch_for_toc_input(path):
+            if candidate.is_file():
+                return candidate
+    return path
+
+
+def create_output(path_text: Optional[str]) -> Optional[IO[bytes]]:
+    if not path_text:
+        return None
+    try:
+        return open(path_text, "wb")
+    except OSError:
+        raise FatalExit(-1, "Could not create file %s" % path_text)
+
+
+def load_exclusions(mch: Path) -> Set[str]:
+    for candidate in (mch.with_name(mch.name + ".exc"), mch.with_suffix(".exc")):
+        if candidate.is_file():
+            try:
+                return set(candidate.read_text(encoding="ascii", errors="replace").lower().split())
+            except OSError:
+                return set()
+    return set()
+
+
+def selected_records(run: Run, mch: Path) -> Iterator[RecordRef]:
+    options = run.options
+    wanted = set(options.compile_list) if options.compile_list else None
+    last_wanted = max(wanted) if wanted else None
+    stride = options.stride
+
+    def selected(number: int) -> bool:
+        if wanted is not None and number not in wanted:
+            return False
+        if stride is not None:
+            offset, increment = stride
+            return number >= offset and (number - offset) % increment == 0
+        return True
+
+    toc = find_toc(mch) if (wanted or stride) else None
+    if toc is not None:
+        for entry in toc:
+            if last_wanted is not None and entry.number > last_wanted:
+                return
+            if selected(entry.number):
+                yield record_at(run.data, entry.offset, entry.number)
+        return
+    for ref in scan_records(run.data):
+        if last_wanted is not None and ref.number > last_wanted:
+            return
+        if selected(ref.number):
+            yield ref
+
+
+# ---------------------------------------------------------------- replay
+
+def replay(run: Run) -> int:
+    options = run.options
+    console = run.console
+    if options.stride is not None and options.compile_list is not None:
+        raise FatalExit(-1, "Cannot use method context list in parallel mode.")
+    if options.match_hash is not None and options.compile_list is not None:
+        raise FatalExit(-1, "Cannot use both -compile and -matchHash.")
+    if not options.input:
+        raise FatalExit(-1, "Missing name of an input file.")
+    run.jit_paths = resolve_jits(run)
+    mch = resolve_input(options.input)
+    run.fail_file = create_output(options.fail_mcl)
+    run.details = create_output(options.details)
+    try:
+        run.data = mch.read_bytes()
+    except OSError:
+        raise FatalExit(-1, "Failed to open input file '%s'." % options.input)
+    run.excluded_hashes = load_exclusions(mch)
+    if run.details is not None:
+        header = diff_header() if options.apply_diff else replay_header()
+        run.details.write(header.encode("ascii"))
+    started = time.perf_counter()
+    try:
+        for ref in selected_records(run, mch):
+            if not replay_record(run, ref, started):
+                break
+    except FramingError as error:
+        raise FatalExit(-1, "Method %d is of low integrity." % error.number)
+    write_fail_list(run)
+    counters = run.counters
+    console.info(summary_line(counters.loaded, counters.jitted, counters.failed, counters.excluded,
+                              counters.missing, counters.diffs if options.apply_diff else None))
+    console.verbose("Total time: %fms" % ((time.perf_counter() - started) * 1000.0))
+    return exit_code(run)
+
+
+def exit_code(run: Run) -> int:
+    counters = run.counters
+    if counters.errors:
+        return 1
+    if run.options.apply_diff and counters.diffs:
+        return 2
+    if counters.missing:
+        return 3
+    return 0
+
+
+def write_fail_list(run: Run) -> None:
+    if run.fail_file is not None:
+        run.fail_file.write(format_mcl(run.fail_list))
+        run.fail_file.flush()
+
+
+def ensure_jits_loaded(run: Run) -> None:
+    if run.jits:
+        return
+    options = run.options
+    under_pin = bool(os.environ.get(PIN_ENV))
+    sources = [
+        ConfigSource(options.forced1, options.plain1, options.ignore_stored, os.environ),
+        ConfigSource(options.forced2, options.plain2, options.ignore_stored, os.environ),
+    ]
+    paths = run.jit_paths[:2] if options.apply_diff else run.jit_paths[:1]
+    if options.apply_diff and len(paths) < 2:
+        paths = [paths[0], paths[0]]
+    for index, path in enumerate(paths):
+        try:
+            spec = load_jit(Path(path), run.settings["guid"])
+        except JitLoadError as error:
+            raise FatalExit(-2, str(error))
+        run.jits.append(JitInstance(path, spec, sources[index], under_pin))
+
+
+def replay_record(run: Run, ref: RecordRef, started: float) -> bool:
+    """Replay one context; False when the run must stop (failure limit)."""
+    options = run.options
+    payload = record_payload(run.data, ref)
+    try:
+        context = decode_context(payload)
+    except PayloadError:
+        raise FramingError(ref.number, "payload")
+    if options.match_hash is not None and context.method_hash != options.match_hash:
+        return True
+    counters = run.counters
+    counters.loaded += 1
+    if context.method_hash in run.excluded_hashes:
+        counters.excluded += 1
+        run.console.info("main method %d of size %d with was excluded from the compilation."
+                         % (ref.number, context.il_size))
+        return True
+    ensure_jits_loaded(run)
+    for _ in range(options.repeat_count):
+        if not compile_attempt(run, ref, context):
+            return False
+        if counters.jitted % PROGRESS_EVERY == 0:
+            report_progress(run, ref, started)
+    return True
+
+
+def report_progress(run: Run, ref: RecordRef, started: float) -> None:
+    counters = run.counters
+    elapsed = max(time.perf_counter() - started, 1e-6)
+    percent = 100.0 * ref.end / max(len(run.data), 1)
+    rate = int(counters.jitted / elapsed)
+    if run.options.apply_diff:
+        run.console.verbose(" %2.1f%% - Loaded %d  Jitted %d  Diffs %d  FailedCompile %d at %d per second"
+                            % (percent, counters.loaded, counters.jitted, counters.diffs, counters.failed, rate))
+    else:
+        run.console.verbose(" %2.1f%% - Loaded %d  Jitted %d  FailedCompile %d at %d per second"
+                            % (percent, counters.loaded, counters.jitted, counters.failed, rate))
+
+
+def act_out(run: Run, action: str) -> None:
+    """Crash or hang the way a broken JIT would."""
+    run.console.flush()
+    if action == "crash":
+        if hasattr(signal, "SIGSEGV") and os.name != "nt":
+            signal.signal(signal.SIGSEGV, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGSEGV)
+        os._exit(0xC0000005 & 0xFF)
+    limit = env_number(HANG_LIMIT_ENV, 3600.0)
+    parent = os.getppid()
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        if os.getppid() != parent:
+            break
+    os._exit(1)
+
+
+def compile_one(run: Run, jit: JitInstance, ref: RecordRef, context) -> Outcome:
+    outcome = jit.compile(context, ref.number, run.target_arch)
+    run.costs.compile()
+    if outcome.action:
+        act_out(run, outcome.action)
+    return outcome
+
+
+def report_failure(run: Run, outcome: Outcome, ref: RecordRef, context, which: int) -> None:
+    console = run.console
+    if outcome.assert_text:
+        console.issue(outcome.assert_text + "\n")
+    if outcome.result == "Miss":
+        console.missing("Method context %d failed to replay: %s" % (ref.number, outcome.missing_text))
+        return
+    path = run.jits[which].path
+    if which == 1:
+        console.error("Method %d of size %d failed to load and compile correctly by JIT2 (%s)."
+                      % (ref.number, context.il_size, path))
+    else:
+        by = " by JIT1" if run.options.apply_diff else ""
+        console.error("Method %d of size %d failed to load and compile correctly%s (%s)."
+                      % (ref.number, context.il_size, by, path))
+    if run.options.break_on_error and run.options.compile_list is None:
+        console.info("HINT: to repro add '-c %d' to cmdline" % ref.number)
+
+
+def write_repro(run: Run, ref: RecordRef) -> None:
+    prefix = run.options.repro_prefix
+    if not prefix or run.options.compile_list is not None:
+        return
+    name = "%s-%d.mc" % (prefix, ref.number)
+    try:
+        with open(name, "wb") as stream:
+            stream.write(record_bytes(run.data, ref))
+    except OSError as error:
+        raise FatalExit(-1, "Failed to open output '%s'. GetLastError()=%u" % (name, error.errno or 0))
+    run.console.info("Wrote out repro to '%s'" % name)
+
+
+def compile_attempt(run: Run, ref: RecordRef, context) -> bool:
+    options = run.options
+    counters = run.counters
+    counters.jitted += 1
+    outcomes = [compile_one(run, run.jits[0], ref, context)]
+    if options.apply_diff:
+        outcomes.append(compile_one(run, run.jits[1], ref, context))
+    results = [o.result for o in outcomes]
+    for which, outcome in enumerate(outcomes):
+        if outcome.result != "Success":
+            report_failure(run, outcome, ref, context, which)
+    failed = any(r != "Success" for r in results)
+    has_error = "Error" in results
+    if failed:
+        counters.failed += 1
+        if ref.number not in run.fail_list:
+            run.fail_list.append(ref.number)
+    if "Miss" in results:
+        counters.missing += 1
+    if has_error:
+        counters.errors += 1
+        write_repro(run, ref)
+    has_diff = False
+    if options.apply_diff and not failed:
+        has_diff = outcomes[0].code_identity() != outcomes[1].code_identity()
+        if has_diff:
+            counters.diffs += 1
+            run.console.issue("<ASM_DIFF> main method %d of size %d differs" % (ref.number, context.il_size))
+            if run.details is None and ref.number not in run.fail_list:
+                run.fail_list.append(ref.number)
+    if options.failure_limit and not limit_allows(run, results):
+        return False
+    write_row(run, ref, context, outcomes, has_diff)
+    return True
+
+
+def limit_allows(run: Run, results: List[str]) -> bool:
+    counters = run.counters
+    limit = run.options.failure_limit
+    if results[0] == "Error":
+        counters.failures_jit1 += 1
+    if len(results) > 1 and results[1] == "Error":
+        counters.failures_jit2 += 1
+    if counters.failures_jit1 >= limit:
+        by = " by JIT1" if run.options.apply_diff else ""
+        run.console.error("More than %d methods failed%s. Skip compiling remaining methods." % (limit, by))
+        return False
+    if counters.failures_jit2 >= limit:
+        run.console.error("More than %d methods compilation failed by JIT2. Skip compiling remaining methods."
+                          % limit)
+        return False
+    return True
+
+
+def write_row(run: Run, ref: RecordRef, context, outcomes: List[Outcome], has_diff: bool) -> None:
+    if run.details is None:
+        return
+    if run.options.apply_diff:
+        base, diff = outcomes
+        row = diff_row(ref.number, ref.length, diff.reported_name, diff.reported_tier, base.result,
+                       diff.result, context.minopts, has_diff, base.instructions, diff.instructions,
+                       base.metrics, diff.metrics)
+    else:
+        only = outcomes[0]
+        row = replay_row(ref.number, ref.length, only.reported_name, only.reported_tier, only.result,
+                         context.minopts, only.instructions, only.metrics)
+    run.details.write(row.encode("utf-8"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
