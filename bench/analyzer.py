@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Throughput and memory of the built-in jit-analyze (jitanalyze.py).
+
+Generates, in a temporary folder, base/diff trees of checked-JIT listings in the current
+footer format (§7.4) in two shapes -- one method per file (asmdiffs' per-context files)
+and several methods per file -- then analyses 1/2 and all of each tree, every run in a
+fresh child process, and prints MB/s of .dasm read on one core (by the child's CPU time,
+which is what a busy shared machine does not distort, and by wall-clock time) and the
+child's peak RSS.
+The point of the two sizes: peak RSS stays flat while the input doubles.
+
+    python bench/analyzer.py [--pairs 50000] [--methods-per-file 10] [--keep DIR]
+
+Numbers only; nothing is asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import List, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_TIERS = ["Tier1", "FullOpts", "Tier0", "Tier1-OSR", "Instrumented Tier0"]
+_TYPES = ["int", "long", "ref", "byref", "ubyte", "double", "System.Span`1[ushort]", "ulong"]
+_OPS = [
+    "mov      rax, qword ptr [rcx+0x08]", "add      eax, edx", "test     rax, rax",
+    "lea      rdx, [rsp+0x20]",
+    "call     [System.Runtime.CompilerServices.RuntimeHelpers:GetHashCode(System.Object):int]",
+    "cmp      ecx, dword ptr [rax+0x08]", "vmovups  ymm0, ymmword ptr [rdx]", "xor      r8d, r8d",
+    "movzx    r9, word  ptr [rcx+2*r10+0x0C]", "mov      gword ptr [rbx+0x10], rsi", "inc      r10d",
+    "vaddps   ymm1, ymm1, ymm0", "pop      rbx", "push     rbp", "mov      rcx, 0xD1FFAB1E      ; const ptr",
+]
+
+
+def _group_pool(rng: random.Random, count: int = 256) -> List[Tuple[str, int]]:
+    """Reusable instruction groups (text, size in bytes) to assemble method bodies."""
+    pool = []
+    for _ in range(count):
+        n = rng.randint(3, 9)
+        lines = ["       " + rng.choice(_OPS) for _ in range(n)]
+        size = sum(rng.randint(2, 7) for _ in range(n))
+        pool.append(("\n".join(lines) + "\n\t\t\t\t\t\t;; size=%d bbWeight=%s PerfScore %.2f\n"
+                     % (size, rng.choice(["1", "0.50", "4", "0.25"]), n * 1.25), size))
+    return pool
+
+
+def _method_text(i: int, rng: random.Random, pool: List[Tuple[str, int]], change: bool) -> str:
+    tier = _TIERS[i % len(_TIERS)]
+    args = ",".join(rng.choice(_TYPES) for _ in range(rng.randint(0, 4)))
+    name = "Bench.Ns%d.Type%d`1[System.__Canon]:Method%d(%s):%s:this (%s)" % (
+        i % 53, i % 997, i, args, rng.choice(_TYPES), tier)
+    h = rng.randint(1000, 65000)
+    out = ["; Assembly listing for method %s\n; Emitting BLENDED_CODE for x64 + VEX + EVEX on Windows\n"
+           "; %s code\n; optimized code\n; rsp based frame\n; partially interruptible\n; No PGO data\n"
+           "; Final local variable assignments\n;\n" % (name, tier)]
+    for v in range(rng.randint(3, 12)):
+        out.append(";  V%02d loc%d         [V%02d,T%02d] (  3,  6   )    long  ->  rcx         single-def\n"
+                   % (v, v, v, v))
+    out.append(";\n; Lcl frame size = 40\n\n")
+    code = perf = 0.0
+    count = 0
+    for g in range(rng.randint(6, 14)):
+        text, size = rng.choice(pool)
+        out.append("G_M%d_IG%02d:\n" % (h, g + 1))
+        out.append(text)
+        code += size
+        count += text.count("\n") - 1
+        perf += 3.25
+    if change:
+        out.append("G_M%d_IG99:\n       nop      \n\t\t\t\t\t\t;; size=1 bbWeight=1 PerfScore 0.25\n" % h)
+        code += 1 + (i % 7)
+        perf += 0.25 + (i % 5) * 0.5
+    out.append("\n; Total bytes of code %d, prolog size 4, PerfScore %.2f, instruction count %d, allocated bytes"
+               " for code %d (MethodHash=%08x) for method %s\n; ============================================"
+               "================\n\n" % (code, perf, count, code, rng.getrandbits(32), name))
+    return "".join(out)
+
+
+def generate(root: str, pairs: int, per_file: int) -> int:
+    """Write root/{base,diff}/p{0,1}/*.dasm; returns total bytes written."""
+    total = 0
+    pool = _group_pool(random.Random(7))
+    for side in ("base", "diff"):
+        for part in (0, 1):
+            os.makedirs(os.path.join(root, side, "p%d" % part), exist_ok=True)
+        method = 0
+        file_no = 0
+        while method < pairs:
+            part = 0 if method < pairs // 2 else 1
+            texts = []
+            for _ in range(per_file):
+                if method >= pairs:
+                    break
+                change = side == "diff" and method % 3 == 0
+                # Seeded per method so that base and diff listings differ only by the change.
+                texts.append(_method_text(method, random.Random(method), pool, change))
+                method += 1
+            data = "".join(texts).encode()
+            with open(os.path.join(root, side, "p%d" % part, "%d.dasm" % file_no), "wb") as f:
+                f.write(data)
+            total += len(data)
+            file_no += 1
+    return total
+
+
+def _tree_bytes(path: str) -> int:
+    return sum(e.stat().st_size for d, _, names in os.walk(path) for e in os.scandir(d) if e.is_file())
+
+
+def child(base: str, diff: str, recursive: bool) -> None:
+    sys.path.insert(0, ROOT)
+    import jitanalyze
+
+    options = jitanalyze.AnalyzeOptions(metrics=["CodeSize", "PerfScore"], recursive=recursive)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    result = jitanalyze.analyze(base, diff, options)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    try:
+        import resource
+
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        rss_mb = rss / (1 << 20) if sys.platform == "darwin" else rss / 1024
+    except ImportError:  # Windows
+        rss_mb = float("nan")
+    s = result.summaries["CodeSize"]
+    print(json.dumps({"seconds": seconds, "cpu": cpu, "rss_mb": rss_mb, "files": result.paired_files,
+                      "changed": s.changed_methods, "paired": s.paired_methods}))
+
+
+def measure(base: str, diff: str, recursive: bool) -> dict:
+    argv = [sys.executable, os.path.abspath(__file__), "--child", base, diff] + (["-r"] if recursive else [])
+    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pairs", type=int, default=50000, help="method pairs per tree (default 50000)")
+    p.add_argument("--methods-per-file", type=int, default=10, help="methods per file in the second shape")
+    p.add_argument("--keep", help="generate into this folder and keep it")
+    p.add_argument("--child", nargs=2, metavar=("BASE", "DIFF"), help=argparse.SUPPRESS)
+    p.add_argument("-r", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        child(args.child[0], args.child[1], args.r)
+        return
+    work = args.keep or tempfile.mkdtemp(prefix="jitanalyze-bench-")
+    try:
+        print("%-22s %7s %6s %8s %7s %7s %9s %10s %9s" % (
+            "shape", "pairs", "files", "MB read", "wall s", "CPU s", "MB/s CPU", "MB/s wall", "peak RSS"))
+        for shape, per_file in (("one method per file", 1), ("%d methods per file" % args.methods_per_file,
+                                                             args.methods_per_file)):
+            root = os.path.join(work, "shape%d" % per_file)
+            if not os.path.isdir(root):
+                generate(root, args.pairs, per_file)
+            runs = [(args.pairs // 2, os.path.join(root, "base", "p0"), os.path.join(root, "diff", "p0"), False),
+                    (args.pairs, os.path.join(root, "base"), os.path.join(root, "diff"), True)]
+            for pairs, base, diff, recursive in runs:
+                nbytes = _tree_bytes(base) + _tree_bytes(diff)
+                r = measure(base, diff, recursive)
+                mb = nbytes / 1e6
+                print("%-22s %7d %6d %8.1f %7.2f %7.2f %9.1f %10.1f %6.1f MB" % (
+                    shape, pairs, r["files"], mb, r["seconds"], r["cpu"], mb / r["cpu"], mb / r["seconds"],
+                    r["rss_mb"]))
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,469 @@
+"""Tests for jitanalyze.py, the built-in jit-analyze (CONTRACTS.md §7, §8)."""
+from __future__ import annotations
+
+import io
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import jitanalyze as ja  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data"
+DASM = DATA / "dasm"
+MD = DATA / "md"
+SEPARATOR = "=" * 60
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def checked_listing(name: str, code: int, prolog: int = 4, perf: Optional[str] = None, instr: int = 10,
+                    alloc: Optional[int] = None) -> str:
+    """A current checked-JIT listing (§7.4) with a small body."""
+    perf = perf if perf is not None else "%.2f" % (code / 4)
+    alloc = code if alloc is None else alloc
+    return (f"; Assembly listing for method {name}\n; Emitting BLENDED_CODE for x64 + VEX on Windows\n"
+            "; FullOpts code\n; optimized code\n; rsp based frame\n; fully interruptible\n\n"
+            "G_M1_IG01:\n       ret      \n\t\t\t\t\t\t;; size=1 bbWeight=1 PerfScore 1.00\n\n"
+            f"; Total bytes of code {code}, prolog size {prolog}, PerfScore {perf}, instruction count {instr}, "
+            f"allocated bytes for code {alloc} (MethodHash=0000abcd) for method {name}\n; {SEPARATOR}\n\n")
+
+
+def legacy_listing(name: str, code: int, prolog: int = 3) -> str:
+    """The pre-2019 form (header and `code N, prolog size M for method` footer)."""
+    return (f"; Assembly listing for method {name}\n\n"
+            f"; Total bytes of code {code}, prolog size {prolog} for method {name}\n; {SEPARATOR}\n")
+
+
+def write_tree(root: Path, files: Dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for key, text in files.items():
+        path = root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode("utf-8"))
+    return root
+
+
+def cli(argv: List[str]) -> Tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = ja.run_cli(argv, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def reference_groups(text: str) -> Dict[str, Tuple[float, ...]]:
+    """§8.2 applied literally, one line at a time, as an oracle for the fast scanner."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    groups: Dict[str, List[float]] = {}
+    for index, line in enumerate(re.split(r"\r\n|\n|\r", text)):
+        if not line.startswith(("; Total bytes of code", "; Assembly listing for method", "; Variable debug info:")):
+            continue
+        m = re.search(r"for method (.*)$", line)
+        name = m.group(1) if m else ""
+        data = re.search(r"code ([0-9]{1,}), prolog size ([0-9]{1,})", line)
+        perf = re.search(r"(PerfScore|perf score) (\d+(\.\d+)?)", line)
+        instr = re.search(r"instruction count ([0-9]{1,})", line)
+        alloc = re.search(r"allocated bytes for code ([0-9]{1,})", line)
+        debug = re.search(r"Variable debug info: ([0-9]{1,}) live range\(s\), ([0-9]{1,}) var\(s\)", line)
+        spill = re.search(r"SpillCount (\d+) SpillCountWt (\d+\.\d+)", line)
+        res = re.search(r"ResolutionMovs (\d+) ResolutionMovsWt (\d+\.\d+)", line)
+        values = [int(data.group(1)) if data else 0, int(data.group(2)) if data else 0,
+                  float(perf.group(2)) if perf else 0.0, int(instr.group(1)) if instr else 0,
+                  int(alloc.group(1)) if alloc else 0, int(debug.group(1)) if debug else 0,
+                  int(debug.group(2)) if debug else 0, int(spill.group(1)) if spill else 0,
+                  float(spill.group(2)) if spill else 0.0, int(res.group(1)) if res else 0,
+                  float(res.group(2)) if res else 0.0,
+                  1 if (not data and index != 0) else 0]
+        g = groups.setdefault(name, [0] * 12)
+        for i, v in enumerate(values):
+            g[i] += v
+    return {k: tuple(v) for k, v in groups.items()}
+
+
+def as_tuple(m: ja.MethodMetrics) -> Tuple[float, ...]:
+    return (m.code_size, m.prolog_size, m.perf_score, m.instr_count, m.alloc_size, m.debug_clause_count,
+            m.debug_var_count, m.spill_count, m.spill_weight, m.resolution_count, m.resolution_weight, m.instances)
+
+
+EDGE_LISTING = (
+    "; Assembly listing for method A:M() (Tier1)\n"
+    "; Total bytes of code 10, prolog size 2, PerfScore 3.50, instruction count 4, allocated bytes for code 12,"
+    " num cse 3 SpillCount 2 SpillCountWt 1.50 ResolutionMovs 1 ResolutionMovsWt 0.25 (MethodHash=00000001)"
+    " for method A:M() (Tier1)\n"
+    f"; {SEPARATOR}\n"
+    "; Variable debug info: 3 live range(s), 2 var(s) for method A:M() (Tier1)\n"
+    "; Assembly listing for method B:code 5, prolog size 6(int) (Tier0)\n"
+    "; Total bytes of code 7, prolog size 1, PerfScore 2.00, instruction count 2, allocated bytes for code 7"
+    " (MethodHash=00000002) for method B:code 5, prolog size 6(int) (Tier0)\n"
+    "; Assembly listing for methodX PerfScore 9\n"
+    "; Total bytes of code 99\n"
+    "; Total bytes of code 5, prolog size 1, perf score 1.25, (MethodHash=00000003) for method C\n"
+    "; Assembly listing for method A:M() (Tier1)\r\n"
+    "; Total bytes of code 10, prolog size 2, PerfScore 3.25, instruction count 4, allocated bytes for code 12"
+    " (MethodHash=00000001) for method A:M() (Tier1)\r\n"
+    "  ; Total bytes of code 1000, prolog size 1 for method indented-is-ignored\n"
+    "; Total bytes of code 8, prolog size 0 for method last line without line end"
+)
+
+
+# ------------------------------------------------------------------ parsing samples
+
+
+def test_sample_03_checked_footer_all_metrics() -> None:
+    methods = ja.parse_dasm_text((DASM / "03_x64_fullopts_checked_perfscore_windows.dasm").read_bytes())
+    avx2 = methods["DotLLM.Cpu.Kernels.KvQuantize:Q8_0ToF32Avx2(ptr,ptr,int) (FullOpts)"]
+    avx512 = methods["DotLLM.Cpu.Kernels.KvQuantize:Q8_0ToF32Avx512(ptr,ptr,int) (FullOpts)"]
+    assert len(methods) == 2
+    assert (avx2.code_size, avx2.prolog_size, avx2.perf_score, avx2.instr_count, avx2.alloc_size,
+            avx2.extra_alloc_bytes) == (173, 0, 272.12, 44, 173, 0)
+    assert (avx512.code_size, avx512.prolog_size, avx512.perf_score, avx512.instr_count, avx512.alloc_size,
+            avx512.extra_alloc_bytes) == (138, 0, 184.12, 36, 142, 4)
+    assert avx512.value("ExtraAllocBytes") == 4 and avx2.value("PerfScore") == 272.12
+    # header on line 0 is not an instance; the second method's header is one
+    assert (avx2.instances, avx512.instances) == (0, 1)
+
+
+def test_sample_05_2019_perf_score_spelling() -> None:
+    methods = ja.parse_dasm_text((DASM / "05_x64_optimized_checked_2019_perfscore_unix.dasm").read_bytes())
+    m = methods["Bench`1:ReverseVectorized():this"]
+    assert list(methods) == ["Bench`1:ReverseVectorized():this"]
+    assert (m.code_size, m.prolog_size, m.perf_score, m.instr_count, m.alloc_size) == (43, 5, 12.05, 0, 0)
+
+
+def test_sample_06_legacy_footer_code_and_prolog_only() -> None:
+    methods = ja.parse_dasm_text((DASM / "06_x64_optimized_checked_2018_legacy.dasm").read_bytes())
+    assert {n: (m.code_size, m.prolog_size, m.perf_score, m.instr_count, m.alloc_size) for n, m in methods.items()} == {
+        "Program:Do(struct,ushort)": (59, 4, 0.0, 0, 0),
+        "ValueStringBuilder:GrowAndAppend(ushort):this": (95, 9, 0.0, 0, 0),
+    }
+
+
+@pytest.mark.parametrize("sample, listings", [
+    ("01_x64_tier0_release_unix.dasm", 1),
+    ("02_arm64_fullopts_release_unix.dasm", 2),
+    ("04_x64_minopts_debuggable_release_unix.dasm", 1),
+])
+def test_release_samples_are_release_listings_not_zero_byte_methods(sample: str, listings: int) -> None:
+    text = (DASM / sample).read_bytes()
+    parsed = ja.parse_dasm(text)
+    assert parsed.methods == {} and parsed.release_listings == listings
+    raw = ja.parse_dasm(text, raw=True).methods  # what jit-analyze itself sees: 0 bytes under ""
+    assert raw[""].code_size == 0 and all(m.code_size == 0 for m in raw.values())
+
+
+@pytest.mark.parametrize("sample", sorted(p.name for p in DASM.glob("*.dasm")) + ["edge", "edge-bom"])
+def test_scanner_matches_line_by_line_rules(sample: str) -> None:
+    if sample.startswith("edge"):
+        text = ("\ufeff" if sample == "edge-bom" else "") + EDGE_LISTING
+    else:
+        text = (DASM / sample).read_bytes().decode("utf-8")
+    got = {n: as_tuple(m) for n, m in ja.parse_dasm(text, raw=True).methods.items()}
+    assert got == reference_groups(text)
+
+
+def test_edge_listing_details() -> None:
+    raw = ja.parse_dasm(EDGE_LISTING, raw=True).methods
+    a = raw["A:M() (Tier1)"]
+    assert (a.code_size, a.perf_score, a.spill_count, a.spill_weight, a.debug_clause_count, a.debug_var_count) == (
+        20, 6.75, 2, 1.5, 3, 2)
+    assert a.instances == 2  # the repeated header and the debug-info line
+    assert raw["B:code 5, prolog size 6(int) (Tier0)"].code_size == 5 + 7  # header matches the data pattern
+    assert raw["last line without line end"].code_size == 8
+    assert "indented-is-ignored" not in raw
+
+
+def test_large_files_are_streamed_with_same_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    body = "".join(checked_listing(f"N:M{i}() (Tier1)", 100 + i) for i in range(60))
+    write_tree(tmp_path / "base", {"a.dasm": body, "b.dasm": body})
+    write_tree(tmp_path / "diff", {"a.dasm": body.replace("code 130,", "code 131,"), "b.dasm": body})
+    expected = ja.analyze(tmp_path / "base", tmp_path / "diff")
+    monkeypatch.setattr(ja, "_WHOLE_FILE_LIMIT", 1000)
+    monkeypatch.setattr(ja, "_STREAM_CHUNK", 777)
+    streamed = ja.analyze(tmp_path / "base", tmp_path / "diff")
+    assert streamed == expected
+    assert streamed.text_diff_files == 1 and streamed.summaries["CodeSize"].delta_total == 1
+
+
+# ------------------------------------------------------------------ number formatting
+
+
+def test_round_trip_doubles() -> None:
+    f = ja.format_round_trip
+    assert f(86033549.0) == "86033549" and f(-210.0) == "-210"
+    assert f(3134.4100000000003) == "3134.4100000000003" and f(2769.83) == "2769.83"
+    assert f(1e15) == "1E+15" and f(1234567890123456.0) == "1234567890123456"
+    assert f(0.0001) == "0.0001" and f(0.00001) == "1E-05" and f(0.0) == "0"
+
+
+def test_percentages_and_two_decimals() -> None:
+    assert ja.format_percent_invariant(-210 / 86033549) == "-0.00 %"
+    assert ja.format_percent_invariant(-364.58 / 3134.41) == "-11.63 %"
+    assert ja.format_percent_current(-81 / 310) == "-26.13%"
+    assert ja.format_percent_current(19.0) == "1,900.00%" and ja.format_percent_invariant(19.0) == "1,900.00 %"
+    assert "{:>6}".format(ja.format_percent_current(0.007)) == " 0.70%"
+    # half away from zero on the exact value: 1/32 = 3.125 % exactly; 2.675 is below 2.675
+    assert ja.format_percent_current(1 / 32) == "3.13%" and ja.format_percent_current(-1 / 32) == "-3.13%"
+    assert ja.format_fixed2(0.125) == "0.13" and ja.format_fixed2(2.675) == "2.67"
+    assert ja.format_fixed2(-364.5800000000004) == "-364.58" and ja.format_fixed2(-0.001) == "-0.00"
+    assert ja.format_percent_current(float("inf")) == "\u221e"
+    assert ja.format_percent_invariant(float("inf")) == "Infinity"
+
+
+def test_collation_puts_punctuation_before_letters_and_lower_case_first() -> None:
+    names = ["F(Formatter`1[Byte])", "F(Formatter`1[__Canon])", "a", "B", "b", "A", "1"]
+    assert sorted(names, key=ja.collation_key) == ["1", "a", "A", "b", "B", "F(Formatter`1[__Canon])",
+                                                   "F(Formatter`1[Byte])"]
+
+
+# ------------------------------------------------------------------ golden renderings
+
+GOLDEN_01_METHODS = {
+    "2863": ("Microsoft.CodeAnalysis.RecoverableTextAndVersion:TryGetTextVersion(byref):bool:this", 310, -81),
+    "2547": ("Microsoft.CodeAnalysis.MetadataOnlyReference:TryGetReferenceFromBranch(Microsoft.CodeAnalysis.BranchId,"
+             "Microsoft.CodeAnalysis.ProjectReference,Microsoft.CodeAnalysis.Compilation,"
+             "Microsoft.CodeAnalysis.VersionStamp,byref):bool", 489, -60),
+    "12931": ("TreeTextSource:TryGetTextVersion(byref):bool:this", 127, -33),
+    "9089": ("Microsoft.CodeAnalysis.Formatting.AbstractTriviaFormatter:FormatTrivia(Formatter`1[__Canon],"
+             "WhitespaceAppender`1[__Canon],Microsoft.CodeAnalysis.PooledObjects.ArrayBuilder`1[__Canon],"
+             "System.Threading.CancellationToken):Microsoft.CodeAnalysis.Formatting.LineColumn:this", 4700, -18),
+    "9090": ("Microsoft.CodeAnalysis.Formatting.AbstractTriviaFormatter:FormatTrivia(Formatter`1[Byte],"
+             "WhitespaceAppender`1[Byte],Microsoft.CodeAnalysis.PooledObjects.ArrayBuilder`1[Byte],"
+             "System.Threading.CancellationToken):Microsoft.CodeAnalysis.Formatting.LineColumn:this", 4700, -18),
+}
+
+
+def test_golden_markdown_2021_one_collection(tmp_path: Path) -> None:
+    for side in ("base", "diff"):
+        write_tree(tmp_path / side, {f"{k}.dasm": legacy_listing(n, b + (d if side == "diff" else 0))
+                                     for k, (n, b, d) in GOLDEN_01_METHODS.items()})
+    md = tmp_path / "summary.md"
+    code, out, err = cli(["--md", str(md), "-r", "--base", str(tmp_path / "base"), "--diff", str(tmp_path / "diff"),
+                          "--override-total-base-metric", "86033549", "--override-total-diff-metric", "86033339"])
+    golden = (MD / "01_jit_analyze_md_2021_one_collection.md").read_bytes().split(b"\n", 2)[2]
+    assert md.read_bytes() == golden
+    assert (code, err) == (-1, "")
+    assert out.startswith("Found 5 files with textual diffs.\n\nSummary of Code Size diffs:\n")
+    assert "    relative diff is an improvement.\n\n\nTop file improvements (bytes):\n" in out
+    assert out.endswith("0 unchanged.\n" + "-" * 80 + "\n")
+
+
+SAMPLE_A_FILES = [("210037", 79321, -7637), ("210048", 34334, -7490), ("210040", 38916, -7007),
+                  ("210041", 29498, -5707), ("210049", 29909, -5040), ("210045", 56382, -2810),
+                  ("173175", 45081, -767)]  # base PerfScore and delta, in hundredths
+
+
+def sample_a_expected_lines() -> List[str]:
+    text = (MD / "05_jit_analyze_console_excerpts.md").read_text(encoding="utf-8")
+    block = text.split("## A.")[1].split("```")[1]
+    lines = [re.sub(r"^\[\d\d:\d\d:\d\d\] ?", "", line) for line in block.strip("\n").split("\n")]
+    return lines[1:]  # drop the "Invoking:" line
+
+
+def test_golden_console_perfscore_run(tmp_path: Path) -> None:
+    for side in ("base", "diff"):
+        perf = {k: "%.2f" % ((b + (d if side == "diff" else 0)) / 100) for k, b, d in SAMPLE_A_FILES}
+        write_tree(tmp_path / side, {f"{k}.dasm": checked_listing(f"M{k}:F() (Tier1)", 100, perf=p)
+                                     for k, p in perf.items()})
+    code, out, _ = cli(["--base", str(tmp_path / "base"), "--diff", str(tmp_path / "diff"), "--metrics", "PerfScore"])
+    expected = sample_a_expected_lines()
+    got = out.split("\n")
+    assert got[:len(expected) - 1] == expected[:-1]
+    assert got[len(expected) - 1].startswith(expected[-1]) and expected[-1] == "Top method improvemen"
+    assert code == -1
+
+
+def test_concat_files_counts_instances_across_files(tmp_path: Path) -> None:
+    name = "System.Text.Ascii:NarrowUtf16ToAscii(ulong,ulong,ulong):ulong (Tier1)"
+    other = "System.SpanHelpers:IndexOfNullByte(ulong):int (Tier1)"
+    base, diff = {}, {}
+    for i in range(631):
+        size = 1447 if i == 0 else 1615
+        base[f"{i:04}.dasm"] = legacy_listing(name, size)
+        diff[f"{i:04}.dasm"] = legacy_listing(name, size + (12940 if i == 0 else 0))
+    base["x.dasm"] = legacy_listing(other, 50) * 2
+    diff["x.dasm"] = legacy_listing(other, 60) * 3
+    write_tree(tmp_path / "base", base)
+    write_tree(tmp_path / "diff", diff)
+    code, out, _ = cli(["--base", str(tmp_path / "base"), "--diff", str(tmp_path / "diff"), "--concat-files",
+                        "--skip-text-diff"])
+    assert "Top file regressions (bytes):\n       13020 : diff (1.28% of base)\n" in out
+    assert (f"       12940 ( 1.27% of base) : base - {name} (630 methods)\n" in out)
+    assert f"          80 (80.00% of base) : base - {other} (2 base, 3 diff methods)\n" in out
+    assert "1 total files with Code Size differences (0 improved, 1 regressed), 0 unchanged." in out
+    assert "Found" not in out and code == -1
+
+
+# ------------------------------------------------------------------ report semantics
+
+
+def build_pair(tmp_path: Path, base: Dict[str, str], diff: Dict[str, str]) -> Tuple[Path, Path]:
+    return write_tree(tmp_path / "base", base), write_tree(tmp_path / "diff", diff)
+
+
+def test_reconciliation_and_method_lists(tmp_path: Path) -> None:
+    base, diff = build_pair(
+        tmp_path,
+        {"1.dasm": checked_listing("A:a()", 100) + checked_listing("A:gone()", 30),
+         "2.dasm": checked_listing("B:b()", 50), "3.dasm": checked_listing("C:c()", 10)},
+        {"1.dasm": checked_listing("A:a()", 90) + checked_listing("A:new()", 12),
+         "2.dasm": checked_listing("B:b()", 60), "3.dasm": checked_listing("C:c()", 10)})
+    result = ja.analyze(base, diff, ja.AnalyzeOptions(metrics=["CodeSize"]))
+    s = result.summaries["CodeSize"]
+    assert (s.base_total, s.diff_total, s.delta_total) == (190, 172, -18)
+    assert (s.files_improved, s.files_regressed, s.files_unchanged) == (1, 1, 1)
+    assert (s.methods_improved, s.methods_regressed, s.paired_methods, s.unchanged_methods) == (2, 2, 3, -1)
+    text = ja.render_text(result, "CodeSize")
+    assert ("\nTotal byte diff includes -18 bytes from reconciling methods\n"
+            "\tBase had    1 unique methods,       30 unique bytes\n"
+            "\tDiff had    1 unique methods,       12 unique bytes\n") in text
+    assert ("\nTop file regressions (bytes):\n          10 : 2.dasm (20.00% of base)\n\n"
+            "Top file improvements (bytes):\n         -28 : 1.dasm (-21.54% of base)\n") in text
+    # a diff-only method has base 0 (percentage infinity) and no instances on the base side
+    assert ("\nTop method regressions (bytes):\n"
+            "          12 (     \u221e of base) : 1.dasm - A:new() (0 base, 1 diff methods)\n"
+            "          10 (20.00% of base) : 2.dasm - B:b()\n") in text
+    assert ("\nTop method improvements (percentages):\n"
+            "         -30 (-100.00% of base) : 1.dasm - A:gone() (1 base, 0 diff methods)\n"
+            "         -10 (-10.00% of base) : 1.dasm - A:a()\n") in text
+    assert "Total relative delta: 0.10\n    diff is an improvement.\n    relative diff is a regression.\n" in text
+    assert text.endswith("4 total methods with Code Size differences (2 improved, 2 regressed), -1 unchanged.\n"
+                         + "-" * 80 + "\n")
+
+    no_rec = ja.analyze(base, diff, ja.AnalyzeOptions(reconcile=False))
+    s = no_rec.summaries["CodeSize"]
+    assert (s.base_total, s.diff_total, s.changed_methods) == (160, 160, 2)
+    assert "reconciling" not in ja.render_text(no_rec, "CodeSize")
+
+
+def test_options_shape_the_text(tmp_path: Path) -> None:
+    base, diff = build_pair(tmp_path, {"a.dasm": checked_listing("A:a()", 100), "b.dasm": checked_listing("B:b()", 7)},
+                            {"a.dasm": checked_listing("A:a()", 99), "b.dasm": checked_listing("B:b()", 7)})
+    opts = ja.AnalyzeOptions(note="my note", file_filter="a*", count=0, is_diffs_only=True)
+    text = ja.render_text(ja.analyze(base, diff, opts), "CodeSize")
+    assert text == ("\nmy note\n\nSummary of Code Size diffs: (using filter 'a*')\n(Lower is better)\n\n"
+                    "Total bytes of base: 100\nTotal bytes of diff: 99\nTotal bytes of delta: -1 (-1.00 % of base)\n"
+                    "Total relative delta: -0.01\n    diff is an improvement.\n    relative diff is an improvement.\n\n"
+                    + "-" * 80 + "\n")
+    diffs_only = ja.render_text(ja.analyze(base, diff, ja.AnalyzeOptions(is_diffs_only=True)), "CodeSize")
+    assert diffs_only.endswith("\n1 total methods with Code Size differences (1 improved, 0 regressed).\n"
+                               + "-" * 80 + "\n")
+    subset = ja.render_text(ja.analyze(base, diff, ja.AnalyzeOptions(is_subset_of_diffs=True)), "CodeSize")
+    assert "total methods" not in subset and "1 total files with Code Size differences" in subset
+
+
+def test_top_lists_keep_only_count_entries_in_exact_order(tmp_path: Path) -> None:
+    n = 700
+    base = "".join(checked_listing(f"T:m{i:03}()", 1000) for i in range(n))
+    diff = "".join(checked_listing(f"T:m{i:03}()", 1000 + ((i * 37) % 50) - 25) for i in range(n))
+    b, d = build_pair(tmp_path, {"x.dasm": base}, {"x.dasm": diff})
+    s = ja.analyze(b, d, ja.AnalyzeOptions(count=5)).summaries["CodeSize"]
+    deltas = [((i * 37) % 50) - 25 for i in range(n)]
+    expected_reg = sorted((i for i in range(n) if deltas[i] > 0), key=lambda i: (-deltas[i], i))[:5]
+    expected_imp = sorted((i for i in range(n) if deltas[i] < 0), key=lambda i: (deltas[i], i))[:5]
+    assert [m.name for m in s.top_method_regressions] == [f"T:m{i:03}()" for i in expected_reg]
+    assert [m.name for m in s.top_method_improvements] == [f"T:m{i:03}()" for i in expected_imp]
+    assert s.changed_methods == sum(1 for x in deltas if x) and s.unchanged_methods == deltas.count(0)
+
+
+def test_release_listings_get_one_line_before_totals(tmp_path: Path) -> None:
+    release = (DASM / "02_arm64_fullopts_release_unix.dasm").read_text(encoding="utf-8")
+    base, diff = build_pair(tmp_path, {"1.dasm": release}, {"1.dasm": release.replace("196", "200")})
+    code, out, _ = cli(["-b", str(base), "-d", str(diff)])
+    assert ("(Lower is better)\n\nNo metrics: 4 release JIT listing(s) (footer has no prolog size/PerfScore); "
+            "use a checked JIT.\nWarning: the base metric is 0, the diff metric is 0, have you used a release "
+            "version?\n") in out
+    assert "0 total files with Code Size differences (0 improved, 0 regressed), 0 unchanged." in out
+    assert "0 total methods with Code Size differences (0 improved, 0 regressed), 0 unchanged." in out
+    assert code == 0
+
+
+def test_per_metric_overrides_and_markdown_per_metric(tmp_path: Path) -> None:
+    base, diff = build_pair(tmp_path, {"a.dasm": checked_listing("A:a()", 100, perf="10.00")},
+                            {"a.dasm": checked_listing("A:a()", 90, perf="9.50")})
+    out_dir = tmp_path / "md"
+    code, out, err = cli(["-b", str(base), "-d", str(diff), "-m", "CodeSize,PerfScore", "-m", "InstrCount",
+                          "--override-total-base-metric", "CodeSize=123",
+                          "--override-total-diff-metric", "CodeSize=120", "--md-per-metric", str(out_dir)])
+    assert err == "" and code == -2  # CodeSize and PerfScore changed, InstrCount did not
+    assert ("Total bytes of base: 123 (overridden on cmd)\nTotal bytes of diff: 120 (overridden on cmd)\n"
+            "Total bytes of delta: -3 (-2.44 % of base)\n") in out
+    assert "Total PerfScoreUnits of base: 10\nTotal PerfScoreUnits of diff: 9.5\n" in out
+    assert "Total PerfScoreUnits of delta: -0.50 (-5.00 % of base)" in out
+    assert sorted(p.name for p in out_dir.iterdir()) == ["CodeSize.md", "InstrCount.md", "PerfScore.md"]
+    assert (out_dir / "PerfScore.md").read_text(encoding="utf-8").startswith("```\n\nSummary of Perf Score diffs:")
+
+    code, out, _ = cli(["-b", str(base), "-d", str(diff), "-m", "CodeSize", "-m", "PerfScore",
+                        "--override-total-base-metric", "5", "--override-total-diff-metric", "7"])
+    assert out.count("(overridden on cmd)") == 4 and "Total PerfScoreUnits of delta: 2 (40.00 % of base)" in out
+
+
+def test_text_diffs_warn_and_retain_only_top_files(tmp_path: Path) -> None:
+    same = checked_listing("S:s()", 5)
+    base, diff = build_pair(
+        tmp_path, {"1.dasm": checked_listing("A:a()", 10), "2.dasm": same, "3.dasm": same.replace("G_M1", "G_M2"),
+                   "only_base.dasm": same, "notes.txt": "x"},
+        {"1.dasm": checked_listing("A:a()", 11), "2.dasm": same, "3.dasm": same, "only_diff.dasm": same})
+    code, out, _ = cli(["-b", str(base), "-d", str(diff), "-w", "--retain-only-top-files"])
+    assert out.count("Found 2 files with textual diffs.") == 1
+    assert "Only in base files:\nonly_base.dasm\n" in out and "Only in diff files:\nonly_diff.dasm\n" in out
+    assert out.endswith("Deleted 6 .dasm files.\n") and code == -1
+    assert sorted(os.listdir(base)) == ["1.dasm", "notes.txt"] and sorted(os.listdir(diff)) == ["1.dasm"]
+
+
+def test_recursive_keys_and_single_files(tmp_path: Path) -> None:
+    base, diff = build_pair(
+        tmp_path, {"sub/a.dasm": checked_listing("A:a()", 10), "b.dasm": checked_listing("B:b()", 1)},
+        {"sub/a.dasm": checked_listing("A:a()", 12), "b.dasm": checked_listing("B:b()", 1)})
+    assert ja.analyze(base, diff).paired_files == 1
+    s = ja.analyze(base, diff, ja.AnalyzeOptions(recursive=True)).summaries["CodeSize"]
+    assert s.top_file_regressions[0].diff_key == os.path.join("sub", "a.dasm")
+    single = ja.analyze(base / "sub" / "a.dasm", diff / "b.dasm")  # one pair, whatever the names
+    s = single.summaries["CodeSize"]
+    assert [(m.file_key, m.name, m.delta) for m in s.top_method_improvements] == [("a.dasm", "A:a()", -10)]
+    assert [(f.base_key, f.diff_key, f.delta) for f in s.top_file_improvements] == [("a.dasm", "b.dasm", -9)]
+    assert (s.base_unique_methods, s.diff_unique_methods, s.paired_methods) == (1, 1, 0)
+
+
+# ------------------------------------------------------------------ command-line errors
+
+
+def test_cli_validation_errors_go_to_stderr_with_exit_1(tmp_path: Path) -> None:
+    assert cli([]) == (1, "", "Error: Base path (--base) is required\nDiff path (--diff) is required\n")
+    code, out, err = cli(["-b", str(tmp_path), "-d", str(tmp_path), "-m", "codesize"])
+    assert code == 1 and out == "" and err.startswith("Error: Unknown metric 'codesize'. Available metrics: CodeSize, ")
+    code, _, err = cli(["-b", str(tmp_path), "-d", str(tmp_path), "--override-total-base-metric", "5"])
+    assert (code, err) == (1, "Error: override-total-base-metric and override-total-diff-metric must either both "
+                              "be specified or both not be specified\n")
+    code, _, err = cli(["-b", str(tmp_path), "-d", str(tmp_path), "--override-total-base-metric", "five",
+                        "--override-total-diff-metric", "6"])
+    assert code == 1 and err.startswith("Error: Invalid value 'five'")
+    code, _, err = cli(["-b", str(tmp_path), "-d", str(tmp_path), "--bogus"])
+    assert code == 1 and err == "Error: unrecognized arguments: --bogus\n"
+
+
+def test_cli_missing_input_prints_error_on_stdout_and_exits_0(tmp_path: Path) -> None:
+    code, out, err = cli(["--base", str(tmp_path / "nope"), "--diff", str(tmp_path)])
+    assert (code, err) == (0, "") and out.startswith("Error: Could not find file '") and "nope" in out
+    assert out.count("\n") == 1
+
+
+def test_cli_help_mentions_extensions_and_exit_code() -> None:
+    code, out, _ = cli(["--help"])
+    assert code == 0 and "--md-per-metric" in out and "Exit code" in out and "release JIT" in out
+
+
+def test_no_diffs_exit_code_zero(tmp_path: Path) -> None:
+    same = {"a.dasm": checked_listing("A:a()", 10)}
+    base, diff = build_pair(tmp_path, same, same)
+    code, out, _ = cli(["-b", str(base), "-d", str(diff), "--md", str(tmp_path / "s.md")])
+    assert code == 0 and "Found" not in out and "diff is" not in out
+    assert "0 total files with Code Size differences (0 improved, 0 regressed), 1 unchanged." in out
+    md = (tmp_path / "s.md").read_text(encoding="utf-8")
+    assert md.endswith("1 unchanged.\n\n0 total methods with Code Size differences (0 improved, 0 regressed), "
+                       "1 unchanged.\n\n```\n\n</details>\n\n" + "-" * 80 + "\n\n")
