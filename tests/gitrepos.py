@@ -82,8 +82,11 @@ class RuntimeRepos:
         return Repo(self.work, self.clock)
 
 
-def make_runtime_repos(root: Path, merge_main_into_feature: bool = False) -> RuntimeRepos:
+def make_runtime_repos(root: Path, merge_main_into_feature: bool = False,
+                       base_touches_jit: bool = False) -> RuntimeRepos:
     """origin/main: m1(jit) m2(other) m3(jit) m4(guid) m5(other) [m6(jit) m7(other) pushed later].
+
+    With `base_touches_jit`, m5 (the feature branch's merge-base) changes the JIT too.
 
     work: clone, branch `feature` from m5 with f1(jit) f2(other); origin/main then
     advances to m7 and is fetched. With `merge_main_into_feature`, origin/main is
@@ -96,7 +99,7 @@ def make_runtime_repos(root: Path, merge_main_into_feature: bool = False) -> Run
     c["m2"] = seed.commit(OTHER_FILE, "m2")
     c["m3"] = seed.commit(JIT_FILE, "m3")
     c["m4"] = seed.commit(GUID_FILE, "m4")
-    c["m5"] = seed.commit(OTHER_FILE, "m5")
+    c["m5"] = seed.commit(JIT_FILE if base_touches_jit else OTHER_FILE, "m5")
     origin = root / "origin.git"
     git(root, "clone", "-q", "--bare", str(seed.path), str(origin))
     work = root / "work"
