@@ -926,8 +926,11 @@ class StorageWriter:
 
     @staticmethod
     def _make_client(credentials: StorageCredentials, account_url: Optional[str]):  # type: ignore[no-untyped-def]
-        from azure.storage.blob import BlobServiceClient
-        options = {"retry_total": 3, "connection_timeout": 15, "read_timeout": 120}
+        from azure.storage.blob import BlobServiceClient, ExponentialRetry
+        retries = default_retry_policy().attempts - 1
+        options = {"retry_policy": ExponentialRetry(initial_backoff=1, increment_base=2, retry_total=retries,
+                                                    random_jitter_range=1),
+                   "connection_timeout": 15, "read_timeout": 120}
         try:
             if credentials.connection_string:
                 if not connection_string_endpoint(credentials.connection_string):
