@@ -345,8 +345,15 @@ def _split(text: Optional[str]) -> Optional[List[str]]:
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (raised as GeneratorError)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise GeneratorError("%s (see %s --help)" % (message, self.prog))
+
+
 def toolchain_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="make_toolchain.py", description="Generate a sample SuperPMI toolchain.")
+    parser = _Parser(prog="make_toolchain.py", description="Generate a sample SuperPMI toolchain.")
     parser.add_argument("outdir")
     parser.add_argument("--contexts", type=int, default=300, help="contexts per collection (default 300)")
     parser.add_argument("--seed", type=int, default=0)
@@ -367,7 +374,7 @@ def toolchain_parser() -> argparse.ArgumentParser:
 
 
 def jit_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="make_toolchain.py jit", description="Write one sample JIT file.")
+    parser = _Parser(prog="make_toolchain.py jit", description="Write one sample JIT file.")
     parser.add_argument("path")
     parser.add_argument("--target", required=True, help="<os>-<arch> the JIT generates code for")
     parser.add_argument("--flavor", choices=["checked", "release"], default="checked")
@@ -385,7 +392,7 @@ def jit_parser() -> argparse.ArgumentParser:
 
 
 def collection_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="make_toolchain.py collection", description="Write one collection.")
+    parser = _Parser(prog="make_toolchain.py collection", description="Write one collection.")
     parser.add_argument("path")
     parser.add_argument("--target", required=True, help="<os>-<arch> the contexts were recorded for")
     parser.add_argument("--contexts", type=int, default=300)

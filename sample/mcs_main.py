@@ -190,7 +190,7 @@ def main(argv: Optional[List[str]] = None, settings: Optional[Dict[str, str]] = 
     except McsError as error:
         sys.stderr.write("ERROR: %s\n" % error)
         return -1
-    except OSError as error:
+    except (OSError, ValueError) as error:
         sys.stderr.write("ERROR: %s\n" % error)
         return -1
 

@@ -111,6 +111,17 @@ class Run:
 
 
 def main(argv: Optional[List[str]] = None, settings: Optional[Dict[str, str]] = None) -> int:
+    """Run superpmi; unexpected internal failures end as a one-line ERROR and exit -1."""
+    try:
+        return run_main(argv, settings)
+    except (KeyboardInterrupt, BrokenPipeError):
+        return -1
+    except Exception as error:  # a real tool never shows a Python traceback
+        sys.stderr.write("ERROR: superpmi (sample) internal error: %s: %s\n" % (type(error).__name__, error))
+        return -1
+
+
+def run_main(argv: Optional[List[str]] = None, settings: Optional[Dict[str, str]] = None) -> int:
     argv = list(sys.argv if argv is None else argv)
     settings = dict(settings or {})
     settings.setdefault("guid", DEFAULT_GUID)
