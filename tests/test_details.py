@@ -1,0 +1,252 @@
+"""Reading superpmi's details CSV (CONTRACTS §3.2, §13)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import details
+from details import (CODE_BYTES, HIGHER_IS_BETTER, LOWER_IS_BETTER, NEUTRAL, PERFSCORE, DetailsError,
+                     is_improvement, metric_direction, parse_details, read_details_csv)
+
+DIFF_HEADER = ("Context,Context size,Method full name,Tier name,Base result,Diff result,MinOpts,Has diff,"
+               "Base instructions,Diff instructions,Base ActualCodeBytes,Diff ActualCodeBytes,"
+               "Base PerfScore,Diff PerfScore,Base BytesAllocated,Diff BytesAllocated")
+
+
+def diff_csv(*rows: str) -> str:
+    return DIFF_HEADER + "\n" + "".join(row + "\n" for row in rows)
+
+
+def test_diff_layout_reads_by_name_and_discovers_metrics():
+    text = diff_csv(
+        '7,120,"System.Collections.Generic.Dictionary`2[int,int]:TryGetValue(int,byref):bool:this",Tier0,'
+        'Success,Success,True,True,11,12,124,76,36.500000,33.500000,9000,8800',
+        '3,64,"Foo:""Quoted""()",FullOpts,Success,Error,False,False,0,0,10,0,2.250000,0.000000,100,0',
+    )
+    table = parse_details(text, "d.csv")
+    assert table.is_diff_layout
+    assert table.metric_names == (CODE_BYTES, PERFSCORE, "BytesAllocated")
+    assert table.synthesized_metrics == ()
+    first, second = table.rows
+    assert first.context == 7 and first.context_size == 120
+    assert first.method_name == "System.Collections.Generic.Dictionary`2[int,int]:TryGetValue(int,byref):bool:this"
+    assert first.tier == "Tier0" and first.minopts and first.has_diff
+    assert (first.base_instructions, first.diff_instructions) == (11, 12)
+    assert first.base(CODE_BYTES) == 124 and isinstance(first.base(CODE_BYTES), int)
+    assert first.diff(PERFSCORE) == 33.5 and isinstance(first.diff(PERFSCORE), float)
+    assert first.both_succeeded
+    assert second.method_name == 'Foo:"Quoted"()'
+    assert (second.base_result, second.diff_result) == ("Success", "Error")
+    assert not second.both_succeeded
+    assert second.line == 3
+    assert table.base_column(CODE_BYTES)[1] == 10
+
+
+def test_columns_are_found_by_name_in_any_order_and_unknown_columns_are_metrics():
+    text = ("Diff result,Base result,Context size,Context,Has diff,MinOpts,Diff Foo,Base Foo,"
+            "Base instructions,Diff instructions,Base Only,Diff ActualCodeBytes,Base ActualCodeBytes\n"
+            "Success,Miss,5,42,False,False,2,1,0,0,9,20,30\n")
+    table = parse_details(text)
+    row = table.rows[0]
+    assert (row.context, row.context_size, row.base_result, row.diff_result) == (42, 5, "Miss", "Success")
+    assert "Foo" in table.metric_names and "Only" not in table.metric_names
+    assert (row.base("Foo"), row.diff("Foo")) == (1, 2)
+    assert (row.base(CODE_BYTES), row.diff(CODE_BYTES)) == (30, 20)
+    assert row.method_name == "" and row.tier == ""
+    assert row.base(PERFSCORE) == 0.0  # missing PerfScore reads as 0
+    assert table.synthesized_metrics == (PERFSCORE,)
+
+
+def test_rows_are_kept_in_file_order_with_duplicates():
+    rows = [f"{ctx},10,\"M{ctx}\",Tier0,Success,Success,True,False,0,0,1,1,1.000000,1.000000,0,0"
+            for ctx in (5, 2, 5, 1)]
+    table = parse_details(diff_csv(*rows))
+    assert [row.context for row in table.rows] == [5, 2, 5, 1]
+
+
+def test_replay_layout_mirrors_the_single_side():
+    text = ("Context,Context size,Method full name,Tier name,Result,MinOpts,Instructions,ActualCodeBytes,PerfScore\n"
+            "1,100,\"A:B()\",Tier1,Success,False,1234,55,12.000000\n"
+            "2,90,\"\",,Error,True,0,0,0.000000\n")
+    table = parse_details(text)
+    assert not table.is_diff_layout
+    assert table.metric_names == (CODE_BYTES, PERFSCORE)
+    first, second = table.rows
+    assert first.base_result == first.diff_result == "Success"
+    assert first.base_instructions == first.diff_instructions == 1234
+    assert first.base(CODE_BYTES) == first.diff(CODE_BYTES) == 55
+    assert not first.has_diff
+    assert second.base_result == "Error" and second.method_name == ""
+
+
+def test_2023_layout_uses_size_as_code_bytes_and_zero_perfscore():
+    text = ("Context,Context size,Base result,Diff result,MinOpts,Has diff,Base size,Diff size,"
+            "Base instructions,Diff instructions\n"
+            "1,10,Success,Success,False,True,40,36,0,0\n")
+    table = parse_details(text)
+    row = table.rows[0]
+    assert (row.base(CODE_BYTES), row.diff(CODE_BYTES)) == (40, 36)
+    assert row.base(PERFSCORE) == row.diff(PERFSCORE) == 0.0
+    assert row.method_name == "" and row.tier == ""
+    assert table.synthesized_metrics == (PERFSCORE,)
+
+
+def test_2024_replay_layout_with_size_column():
+    text = "Context,Context size,Method full name,Tier name,Result,MinOpts,Size,Instructions\n1,3,\"x\",Tier0,Miss,True,0,0\n"
+    table = parse_details(text)
+    assert table.metric_names == (CODE_BYTES, PERFSCORE)
+    assert table.rows[0].base_result == "Miss"
+
+
+def test_metric_filter_keeps_requested_metrics_and_always_code_bytes_and_perfscore():
+    text = diff_csv("1,10,\"m\",Tier0,Success,Success,True,False,0,0,1,1,1.000000,1.000000,7,8")
+    table = parse_details(text, metrics=[])
+    assert table.metric_names == (CODE_BYTES, PERFSCORE)
+    assert table.available_metrics == (CODE_BYTES, PERFSCORE, "BytesAllocated")
+    table = parse_details(text, metrics=["BytesAllocated"])
+    assert table.rows[0].diff("BytesAllocated") == 8
+
+
+def test_lines_crlf_and_blank_lines_are_accepted():
+    text = diff_csv("1,10,\"m\",Tier0,Success,Success,True,False,0,0,1,1,1.000000,1.000000,7,8").replace("\n", "\r\n")
+    table = parse_details(text.splitlines(keepends=True) + ["\r\n"])
+    assert len(table.rows) == 1 and table.rows[0].base("BytesAllocated") == 7
+
+
+def test_integer_metrics_become_ints_and_dotted_ones_floats_even_when_mixed():
+    text = diff_csv("1,10,\"m\",Tier0,Success,Success,True,False,0,0,1,2,3,4.500000,7,8",
+                    "2,10,\"m\",Tier0,Success,Success,True,False,0,0,1,2,5.000000,6,7,8")
+    rows = parse_details(text).rows
+    assert [type(rows[0].base(PERFSCORE)), type(rows[0].diff(PERFSCORE))] == [int, float]
+    assert [type(rows[1].base(PERFSCORE)), type(rows[1].diff(PERFSCORE))] == [float, int]
+
+
+def test_read_details_csv_reads_a_file(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_bytes(diff_csv("4,10,\"m\",FullOpts,Success,Success,False,True,0,0,5,6,1.000000,2.000000,0,0")
+                     .encode("utf-8"))
+    table = read_details_csv(path)
+    assert table.source == str(path)
+    assert table.rows[0].context == 4 and not table.rows[0].minopts
+
+
+def test_missing_file_is_a_no_data_error(tmp_path):
+    path = tmp_path / "nope.csv"
+    with pytest.raises(DetailsError) as info:
+        read_details_csv(path)
+    assert info.value.kind == "missing" and str(path) in str(info.value)
+    assert details.is_no_data(info.value)
+
+
+@pytest.mark.parametrize("content", ["", "\n", DIFF_HEADER + "\n"])
+def test_empty_and_header_only_files_are_no_data_errors(tmp_path, content):
+    path = tmp_path / "e.csv"
+    path.write_text(content)
+    with pytest.raises(DetailsError) as info:
+        read_details_csv(path)
+    assert info.value.kind == "empty"
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("row, expected", [
+    ("1,10,\"m\",Tier0,Success,Success,True,False,0,0,12x,1,1.000000,1.000000,0,0",
+     "line 3, column 'Base ActualCodeBytes': bad value '12x'"),
+    ("1,10,\"m\",Tier0,Success,Success,maybe,False,0,0,1,1,1.000000,1.000000,0,0",
+     "line 3, column 'MinOpts': bad value 'maybe'"),
+    ("1,10,\"m\",Tier0,Success,Crashed,True,False,0,0,1,1,1.000000,1.000000,0,0",
+     "line 3, column 'Diff result': bad value 'Crashed'"),
+    ("one,10,\"m\",Tier0,Success,Success,True,False,0,0,1,1,1.000000,1.000000,0,0",
+     "line 3, column 'Context': bad value 'one'"),
+    ("1,10,\"m\",Tier0,Success,Success,True,False,0,0,1,1,1.000000",
+     "line 3 has 13 fields, the header has 16"),
+])
+def test_bad_values_name_the_file_line_and_column(row, expected):
+    good = "9,10,\"m\",Tier0,Success,Success,True,False,0,0,1,1,1.000000,1.000000,0,0"
+    with pytest.raises(DetailsError) as info:
+        parse_details(diff_csv(good, row, good), "run/x.csv")
+    assert info.value.kind == "malformed"
+    assert str(info.value) == f"run/x.csv: {expected}"
+
+
+def test_a_truncated_last_row_without_line_end_is_ignored():
+    good = "9,10,\"m\",Tier0,Success,Success,True,False,0,0,1,1,1.000000,1.000000,0,0"
+    table = parse_details(diff_csv(good) + "10,10,\"m\",Tier0,Succ")
+    assert [row.context for row in table.rows] == [9]
+    with pytest.raises(DetailsError, match="line 3 has 5 fields"):
+        parse_details(diff_csv(good) + "10,10,\"m\",Tier0,Succ\n" + good + "\n")
+
+
+def test_headers_that_are_not_details_csv_are_rejected():
+    with pytest.raises(DetailsError, match="neither 'Result' nor"):
+        parse_details("a,b,c\n1,2,3\n", "f.csv")
+    with pytest.raises(DetailsError, match="lacks the column.*'Has diff'"):
+        parse_details("Context,Context size,Base result,Diff result,MinOpts\n1,2,Success,Success,True\n")
+
+
+def test_metric_directions():
+    assert metric_direction("ActualCodeBytes") == LOWER_IS_BETTER
+    assert metric_direction("PerfScore") == LOWER_IS_BETTER
+    assert metric_direction("BytesAllocated") == LOWER_IS_BETTER
+    assert metric_direction("GCInfoBytes") == LOWER_IS_BETTER
+    assert metric_direction("RedundantBranchesEliminated") == HIGHER_IS_BETTER
+    assert metric_direction("JumpThreadingsPerformed") == HIGHER_IS_BETTER
+    assert metric_direction("CseCount") == NEUTRAL
+    assert is_improvement("PerfScore", 10.0, 9.0) is True
+    assert is_improvement("JumpThreadingsPerformed", 1, 2) is True
+    assert is_improvement("ActualCodeBytes", 1, 2) is False
+    assert is_improvement("CseCount", 1, 2) is None
+    assert is_improvement("ActualCodeBytes", 2, 2) is None
+
+
+CURRENT_METRICS = (
+    "ActualCodeBytes AllocatedHotCodeBytes AllocatedColdCodeBytes ReadOnlyDataBytes GCInfoBytes EHClauseCount "
+    "PhysicallyPromotedFields LoopsFoundDuringOpts LoopsInverted LoopsCloned LoopsUnrolled LoopAlignmentCandidates "
+    "LoopsAligned LoopsIVWidened WidenedIVs UnusedIVsRemoved LoopsMadeDownwardsCounted LoopsStrengthReduced "
+    "VarsInSsa HoistedExpressions RedundantBranchesEliminated JumpThreadingsPerformed CseCount "
+    "BasicBlocksAtCodegen PerfScore BytesAllocated ImporterBranchFold ImporterSwitchFold DevirtualizedCall "
+    "DevirtualizedCallUnboxedEntry DevirtualizedCallRemovedBox GDV ClassGDV MethodGDV MultiGuessGDV ChainedGDV "
+    "EnumeratorGDV InlinerBranchFold InlineAttempt InlineCount ProfileConsistentBeforeInline "
+    "ProfileConsistentAfterInline ProfileConsistentBeforeMorph ProfileConsistentAfterMorph "
+    "ProfileSynthesizedBlendedOrRepaired ProfileInconsistentInitially ProfileInconsistentResetLeave "
+    "ProfileInconsistentImporterBranchFold ProfileInconsistentImporterSwitchFold ProfileInconsistentChainedGDV "
+    "ProfileInconsistentScratchBB ProfileInconsistentInlinerBranchFold ProfileInconsistentInlineeScale "
+    "ProfileInconsistentInlinee ProfileInconsistentNoReturnInlinee ProfileInconsistentMayThrowInlinee "
+    "NewRefClassHelperCalls StackAllocatedRefClasses NewBoxedValueClassHelperCalls "
+    "StackAllocatedBoxedValueClasses NewArrayHelperCalls StackAllocatedArrays NewFastAllocateStringCalls "
+    "StackAllocatedStrings LocalAssertionCount LocalAssertionOverflow MorphTrackedLocals MorphLocals "
+    "EnumeratorGDVProvisionalNoEscape EnumeratorGDVCanCloneToEnsureNoEscape").split()
+
+
+def big_current_era_csv(rows: int) -> str:
+    header = ("Context,Context size,Method full name,Tier name,Base result,Diff result,MinOpts,Has diff,"
+              "Base instructions,Diff instructions" + "".join(f",Base {m},Diff {m}" for m in CURRENT_METRICS))
+    tail_zeros = ",0,0" * (len(CURRENT_METRICS) - 26)
+    middles = [",".join(f"{ctx % 7},{ctx % 5}" for _ in range(19)) for ctx in range(35)]
+    lines = [header]
+    for ctx in range(1, rows + 1):
+        size = 100 + ctx % 900
+        middle = middles[ctx % 35]
+        lines.append(f'{ctx},{size * 3},"Ns.Type{ctx % 500}:Method{ctx}(int,int):this",Tier0,Success,Success,'
+                     f'{ctx % 2 == 0},{ctx % 3 == 0},0,0,{size},{size - ctx % 4},{size},{size},0,0,0,0,8,8,'
+                     f'{middle},{size / 3:f},{size / 3 - ctx % 4:f},{size * 40},{size * 41}{tail_zeros}')
+    return "\n".join(lines) + "\n"
+
+
+def test_the_current_metric_list_is_discovered_in_order():
+    table = parse_details(big_current_era_csv(3))
+    assert table.metric_names == tuple(CURRENT_METRICS)
+    row = table.rows[2]
+    assert row.diff("BytesAllocated") == (100 + 3) * 41
+    assert row.base("EnumeratorGDVCanCloneToEnsureNoEscape") == 0
+
+
+def test_fifty_thousand_rows_of_the_current_era_parse_quickly():
+    text = big_current_era_csv(50_000)
+    started = time.perf_counter()
+    table = parse_details(text, metrics=[CODE_BYTES, PERFSCORE])
+    elapsed = time.perf_counter() - started
+    assert len(table.rows) == 50_000
+    assert table.rows[-1].diff(CODE_BYTES) == 100 + 50_000 % 900 - 50_000 % 4
+    # ~0.5 s on an idle laptop; generous for shared CI machines.
+    assert elapsed < 4.0, f"parsing took {elapsed:.2f} s"
