@@ -52,6 +52,7 @@ class CollectionOutcome:
     repros: List[Path] = field(default_factory=list)
     repro_lines: List[str] = field(default_factory=list)
     counts: superpmi_tool.ContextCounts = field(default_factory=superpmi_tool.ContextCounts)
+    exit_code: Optional[int] = None  # superpmi's own code (-1, -2 restored); None after a timeout or crash
 
     @property
     def failed(self) -> bool:
@@ -200,7 +201,10 @@ def finish_run(run: superpmi_tool.SuperpmiRun, mch: Path, files: superpmi_tool.R
     verdict = superpmi_tool.interpret_exit(run.result.outcome, diff_mode, counts, diff_with_release)
     verdict = verdict_with_reason(verdict, run.stderr)
     log_verdict(verdict)
-    outcome = CollectionOutcome(mch, verdict, counts=counts)
+    if verdict.kind in (superpmi_tool.CLEAN, superpmi_tool.DIFFS) and counts.missing:
+        log.warning("%s", superpmi_tool.missing_message(counts, diff_mode))  # exit 2 hides missing data
+    code = None if run.result.outcome.crashed else run.result.code
+    outcome = CollectionOutcome(mch, verdict, counts=counts, exit_code=code)
     outcome.asserts = superpmi_tool.parse_asserts(run.stdout, mch.name)
     if verdict.kind == superpmi_tool.FAILURES:
         outcome.failing_contexts = superpmi_tool.read_mcl(files.fail_mcl)

@@ -328,12 +328,7 @@ def interpret_exit(outcome: platforms.ExitOutcome, diff_mode: bool, counts: Cont
             return Verdict(True, "Asm diffs found (a failure with --diff_with_release)", DIFFS)
         return Verdict(False, "Asm diffs found", DIFFS)
     if code == 3:
-        if diff_mode:
-            text = (f"SuperPMI encountered missing data. Missing with base JIT: {counts.missing_base}. "
-                    f"Missing with diff JIT: {counts.missing_diff}. Total contexts: {counts.total}.")
-        else:
-            text = f"SuperPMI encountered missing data for {counts.missing} out of {counts.total} contexts"
-        return Verdict(False, text, MISSING, warning=True)
+        return Verdict(False, missing_message(counts, diff_mode), MISSING, warning=True)
     if code == 1:
         return Verdict(True, "Compilation failures", FAILURES, warning=True)
     if code == -1:
@@ -341,6 +336,13 @@ def interpret_exit(outcome: platforms.ExitOutcome, diff_mode: bool, counts: Cont
     if code == -2:
         return Verdict(True, "JIT failed to initialize, please check the log for more details.", "jit_init")
     return Verdict(True, f"Unknown error code {code}, please check the log for more details.", "unknown")
+
+
+def missing_message(counts: ContextCounts, diff_mode: bool) -> str:
+    if diff_mode:
+        return (f"SuperPMI encountered missing data. Missing with base JIT: {counts.missing_base}. "
+                f"Missing with diff JIT: {counts.missing_diff}. Total contexts: {counts.total}.")
+    return f"SuperPMI encountered missing data for {counts.missing} out of {counts.total} contexts"
 
 
 def timeout_verdict(seconds: float) -> Verdict:

@@ -141,3 +141,43 @@ def test_bad_inputs_give_one_line_and_exit_1(sample_toolchain, faulty, tmp_path)
         assert "Traceback" not in text
         error_lines = [line for line in text.splitlines() if "rror" in line]
         assert len(error_lines) == 1, (extra, text)
+
+
+def processes_mentioning(text: str) -> List[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode("utf-8", "replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find leftover processes")
+def test_ctrl_c_kills_children_and_removes_temp_files(sample_toolchain, faulty, tmp_path):
+    import signal
+    import time
+    hang_copy = tmp_path / "hang-ctrl-c.mch"
+    hang_copy.write_bytes((faulty / "hang.mch").read_bytes())
+    temp_root = tmp_path / "tmp"
+    temp_root.mkdir()
+    argv = [sys.executable, str(REPO / "superpmi.py"), "replay", "-core_root", str(sample_toolchain / "core_root"),
+            "-spmi_location", str(tmp_path / "spmi"), "-arch", "x64", "-target_os", "linux",
+            "-mch_files", str(hang_copy), "--sequential"]
+    env = dict(__import__("os").environ, TMPDIR=str(temp_root))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(processes_mentioning(str(hang_copy))) < 2:
+        time.sleep(0.1)
+    assert len(processes_mentioning(str(hang_copy))) >= 2, "superpmi did not start"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 130, out
+    assert "interrupted" in out and "Traceback" not in out
+    time.sleep(0.3)
+    assert processes_mentioning(str(hang_copy)) == [], "superpmi survived Ctrl-C"
+    assert list(temp_root.iterdir()) == [], "temporary files left behind"
+    assert (tmp_path / "spmi" / "superpmi.log").is_file()
