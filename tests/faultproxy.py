@@ -8,6 +8,9 @@ unchanged unless a rule matches. Rules (each fires `times` times, then passes):
 * `short_body(missing)`  - keep Content-Length but send `missing` fewer bytes and close
 * `wrong_md5()`          - replace the Content-MD5 response header with a wrong one
 
+`per_connection_bytes_per_second` and `latency_seconds` throttle every response (each
+connection on its own, like a long-distance TCP stream) for benchmarks.
+
 `requests` records (method, path, status, Range header) of everything seen, so tests can
 count downloads and see where a resumed download started.
 """
@@ -51,6 +54,8 @@ class FaultProxy:
     requests: List[Tuple[str, str, int, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: Optional[ThreadingHTTPServer] = None
+    per_connection_bytes_per_second: Optional[float] = None
+    latency_seconds: float = 0.0
 
     # ------------------------------------------------------------ rules
 
@@ -148,6 +153,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             proxy.record(self.command, self.path, rule.status, self.headers.get("Range", ""))
             self._send_error_status(rule.status)
             return
+        if proxy.latency_seconds:
+            time.sleep(proxy.latency_seconds)
         upstream = urlsplit(proxy.upstream)
         conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=30)
         try:
@@ -195,7 +202,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         elif rule is not None and rule.kind == "short":
             limit = max(0, length - rule.missing)
         sent = 0
+        started = time.monotonic()
+        rate = self.owner.per_connection_bytes_per_second
         while True:
+            if rate:
+                ahead = sent / rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
             block = response.read(64 * 1024)
             if not block:
                 break
