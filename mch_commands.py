@@ -159,8 +159,8 @@ def download_command(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- upload
 
 def upload_command(args: argparse.Namespace) -> int:
+    credentials = storage.StorageCredentials.from_args(args)  # registers the secrets before anything is logged
     settings = _start(args)
-    credentials = storage.StorageCredentials.from_args(args)
     guid = _known_jit_ee_version(settings, args.jit_ee_version)
     files = collections_to_publish(args.mch_files)
     explicit_url = args.storage_url or os.environ.get(storage.STORAGE_URL_ENV)

@@ -168,16 +168,17 @@ def resolve_collections(args: argparse.Namespace, settings) -> List[Path]:  # ty
             else:
                 paths.extend(expand_local_spec(spec))
         return finish_selection(paths, filters, "-mch_files " + " ".join(mch_files))
-    paths = []
-    where = []
-    cache_dir = _collections_from_cache_or_storage(args, settings)
-    if cache_dir is not None:
-        paths.extend(find_collection_files(cache_dir))
-        where.append(str(cache_dir))
-    for store_dir in _existing_private_store_dirs(args, settings):
-        paths.extend(find_collection_files(store_dir))
-        where.append(str(store_dir))
-    return finish_selection(paths, filters, ", ".join(where) or "no cache or store")
+    import spmi_config
+    guid = spmi_config.resolve_jit_ee_version(settings, getattr(args, "jit_ee_version", None))
+    store_dirs = existing_private_store_dirs(private_stores(getattr(args, "private_store", None)), guid,
+                                             settings.target_os, settings.mch_arch)
+    store_files = [p for d in store_dirs for p in find_collection_files(d)]
+    account_url = storage.resolve_account_url(getattr(args, "storage_url", None))
+    cache_dir = download_from_storage(settings, guid, filters, bool(getattr(args, "force_download", False)),
+                                      account_url, allow_empty=bool(select_collections(store_files, filters)))
+    paths = find_collection_files(cache_dir) if cache_dir is not None else []
+    where = ([str(cache_dir)] if cache_dir is not None else []) + [str(d) for d in store_dirs]
+    return finish_selection(paths + store_files, filters, ", ".join(where) or "no cache or store")
 
 
 # ---------------------------------------------------------------- the download cache
@@ -307,8 +308,11 @@ def extracted_name(blob_file_name: str) -> str:
 
 
 def download_from_storage(settings, jit_ee_version: str, filters: Optional[Sequence[str]],  # type: ignore[no-untyped-def]
-                          force: bool, account_url: str) -> Path:
-    """Fill `spmi_location/mch/<guid>.<os>.<arch>/` from `collections/` unless already complete."""
+                          force: bool, account_url: str, allow_empty: bool = False) -> Optional[Path]:
+    """Fill `spmi_location/mch/<guid>.<os>.<arch>/` from `collections/` unless already complete.
+
+    Nothing to download is an error, unless `allow_empty` (other collections exist): then a
+    warning and None."""
     cache_dir = settings.spmi_location / "mch" / cache_dir_name(jit_ee_version, settings.target_os, settings.mch_arch)
     with storage.directory_lock(cache_dir):
         if not force and cache_is_complete(cache_dir, filters):
@@ -320,6 +324,9 @@ def download_from_storage(settings, jit_ee_version: str, filters: Optional[Seque
         if not selected:
             where = storage.blob_url(storage.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT + prefix, account_url)
             suffix = f" matching -filter {' '.join(filters)}" if filters else ""
+            if allow_empty:
+                log.warning("Warning: No Azure Storage MCH files to download from %s%s", where, suffix)
+                return None
             raise SuiteError(f"No Azure Storage MCH files to download from {where}{suffix}; "
                              "check -jit_ee_version, -target_os, -mch_arch and -filter, or pass -mch_files")
         cache_dir.mkdir(parents=True, exist_ok=True)
@@ -426,23 +433,12 @@ def _fetch_url_spec(spec: str, args: argparse.Namespace, settings) -> List[Path]
     return fetch_url(spec, settings, force)
 
 
-def _collections_from_cache_or_storage(args: argparse.Namespace, settings) -> Optional[Path]:  # type: ignore[no-untyped-def]
-    import spmi_config
-    guid = spmi_config.resolve_jit_ee_version(settings, getattr(args, "jit_ee_version", None))
-    account_url = storage.resolve_account_url(getattr(args, "storage_url", None))
-    return download_from_storage(settings, guid, getattr(args, "filter", None),
-                                 bool(getattr(args, "force_download", False)), account_url)
-
-
-def _existing_private_store_dirs(args: argparse.Namespace, settings) -> List[Path]:  # type: ignore[no-untyped-def]
-    import spmi_config
-    stores = private_stores(getattr(args, "private_store", None))
-    if not stores:
-        return []
-    guid = spmi_config.resolve_jit_ee_version(settings, getattr(args, "jit_ee_version", None))
+def existing_private_store_dirs(stores: Sequence[str], jit_ee_version: str, target_os: str,
+                                mch_arch: str) -> List[Path]:
+    """`<store>/<guid>/<target_os>/<mch_arch>/` for each store where it exists."""
     dirs = []
     for store in stores:
-        candidate = Path(store) / guid / settings.target_os / settings.mch_arch
+        candidate = Path(store) / jit_ee_version / target_os / mch_arch
         if candidate.is_dir():
             dirs.append(candidate)
         else:

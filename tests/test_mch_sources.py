@@ -290,3 +290,12 @@ print("FOUND", [p.name for p in found])
     assert all("FOUND ['shared.mch']" in out for out in outputs)
     assert fault_proxy.count("GET", "/shared.mch.zip") == 1
     assert sum("skipping download" in out for out in outputs) == 1
+
+
+def test_private_store_alone_when_storage_has_nothing(storage_account, tmp_path, captured_log):
+    store = tmp_path / "store"
+    write_mch(store / GUID / "linux" / "x64" / "only-private.mch")
+    args = parse(["-jit_ee_version", GUID, "-private_store", str(store), "-storage_url", storage_account.account_url])
+    found = mch_sources.resolve_collections(args, make_settings(tmp_path / "spmi"))
+    assert [p.name for p in found] == ["only-private.mch"]
+    assert "Warning: No Azure Storage MCH files to download from" in captured_log.getvalue()
