@@ -10,7 +10,7 @@ from typing import Dict, IO, List, Mapping, Optional, Sequence, Tuple
 
 from .context import MethodContext
 from .jitfile import JitSpec, NotAJit, decode_jit
-from .model import CodePlan, Knobs, executed_instructions, metrics, mix, plan_code, string_seed
+from .model import CodePlan, Knobs, executed_instructions, metrics, plan_code, string_seed
 
 FAULT_KINDS = ("crash", "hang", "missing", "assert", "compile_error")
 

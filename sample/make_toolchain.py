@@ -17,12 +17,11 @@ if __package__ in (None, ""):  # run as a script: make the package importable
 
     _sys.path.insert(0, str(_Path(__file__).resolve().parent.parent))
     __package__ = "sample"
-    import sample  # noqa: F401
+    __import__("sample")
 
 import argparse
 import compileall
 import json
-import os
 import shutil
 import stat
 import sys
@@ -31,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .collection import CollectionInfo, make_collection
+from .collection import make_collection
 from .jitfile import DEFAULT_COMPILER, DEFAULT_GUID, JitSpec, host_os, jit_file_name, shared_library_suffix, write_jit
 from .pin_main import PINTOOL_MAGIC
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import IO, List, Optional, Sequence
+from typing import IO, List, Optional
 
 from .model import METRICS
 

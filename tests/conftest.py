@@ -85,3 +85,20 @@ def captured_log():
     finally:
         logger.removeHandler(handler)
         logger.setLevel(old_level)
+
+
+# ---------------------------------------------------------------- sample toolchain as an object
+
+@pytest.fixture(scope="session")
+def sample_chain(tmp_path_factory):
+    """A `sample.make_toolchain.Toolchain` (300 contexts; linux-x64, windows-x64, linux-arm64) for the
+    sample toolchain's own tests. Tests must not modify it."""
+    from sample.make_toolchain import make_toolchain
+    return make_toolchain(tmp_path_factory.mktemp("sample_chain"), contexts=300,
+                          targets=["linux-x64", "windows-x64", "linux-arm64"])
+
+
+@pytest.fixture(scope="session")
+def sample_chain_mch(sample_chain) -> Path:
+    """The linux-x64 `libraries.pmi` collection of `sample_chain`."""
+    return sample_chain.collection("linux-x64", "libraries.pmi")

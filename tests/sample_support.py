@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from sample import make_toolchain as generator  # noqa: E402
+
+__all__ = ["ASSERT_PATTERN", "BUILD_STRING_PATTERN", "REPO", "clean_env", "csv_rows", "generator", "run"]
 
 ASSERT_PATTERN = (r"ISSUE: <ASSERT> #([0-9]+) (.*) \(([0-9]*)\) - Assertion failed '(.*)' in '.*' "
                   r"during '.*' \(IL size ([0-9]*); hash .*\)")
@@ -42,14 +42,3 @@ def csv_rows(path: Path) -> List[List[str]]:
     import csv
     with open(path, newline="", encoding="utf-8") as stream:
         return list(csv.reader(stream))
-
-
-@pytest.fixture(scope="session")
-def toolchain(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sample_toolchain")
-    return generator.make_toolchain(root, contexts=300, targets=["linux-x64", "windows-x64", "linux-arm64"])
-
-
-@pytest.fixture(scope="session")
-def linux_mch(toolchain) -> Path:
-    return toolchain.collection("linux-x64", "libraries.pmi")

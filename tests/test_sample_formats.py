@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from sample_support import BUILD_STRING_PATTERN, REPO  # noqa: F401
+from sample_support import BUILD_STRING_PATTERN
 from sample import mchfile
 from sample.collection import generate_contexts
 from sample.context import decode_context, encode_context
@@ -73,6 +73,16 @@ def test_context_payload_round_trips():
     for context in contexts:
         assert decode_context(encode_context(context)) == context
     assert contexts[1].stored_config == {"JitNoCSE": "1"} and contexts[0].stored_config == {}
+
+
+def test_details_rows_quote_only_the_name():
+    from sample.superpmi_output import diff_row, replay_row
+    row = replay_row(4, 120, 'A:B"x"(int,long):this', "Tier1", "Success", False, 0, None)
+    fields = row.rstrip("\n").split(",")
+    assert fields[:3] == ["4", "120", '"A:B""x""(int']
+    assert row.rstrip("\n").endswith(",0,0.000000,0,0,0")  # PerfScore is a double, the rest ints
+    row = diff_row(1, 9, "", "", "Miss", "Error", True, False, 0, 0, None, None)
+    assert row.startswith('1,9,"",,Miss,Error,True,False,0,0,')
 
 
 # ---------------------------------------------------------------- JIT files and names

@@ -1,20 +1,19 @@
-"""JIT text output and JIT configuration of the sample toolchain, through real superpmi runs."""
+"""JIT text output and JIT configuration of the sample sample_chain, through real superpmi runs."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-from sample_support import clean_env, csv_rows, generator, linux_mch, run, toolchain  # noqa: F401
+from sample_support import clean_env, csv_rows, generator, run
 
 FOOTER = re.compile(r"^; Total bytes of code (\d+), prolog size \d+, PerfScore ([0-9.]+), instruction count \d+, "
                     r"allocated bytes for code (\d+) \(MethodHash=[0-9a-f]{8}\) for method (.*) \((.*)\)$", re.M)
 HEADER = "; Assembly listing for method "
 
 
-def spmi(toolchain, *args, env=None):
-    return run([toolchain.superpmi, *args], toolchain.core_root, env=env)
+def spmi(sample_chain, *args, env=None):
+    return run([sample_chain.superpmi, *args], sample_chain.core_root, env=env)
 
 
 def listings(text: str):
@@ -27,15 +26,15 @@ def by_name(rows):
     return [dict(zip(header, row)) for row in body]
 
 
-def test_jit_stdout_file_appends_one_listing_per_context_matching_the_csv(toolchain, linux_mch, tmp_path):
+def test_jit_stdout_file_appends_one_listing_per_context_matching_the_csv(sample_chain, sample_chain_mch, tmp_path):
     out = tmp_path / "batch.dasm"
     out.write_text("previous content\n")
     env = clean_env({"DOTNET_JitDisasm": "*", "DOTNET_JitStdOutFile": str(out), "DOTNET_JitDisasmDiffable": "1",
                      "DOTNET_JitUnwindDump": "*", "DOTNET_JitEHDump": "*", "DOTNET_JitDisasmWithGC": "1"})
     details = tmp_path / "d.csv"
     picked = [3, 17, 42, 101, 250]
-    result = spmi(toolchain, "-c", ",".join(map(str, picked)), "-details", details, "-jitoption", "force",
-                  "JitAlignLoops=0", "libclrjit.so", linux_mch, env=env)
+    result = spmi(sample_chain, "-c", ",".join(map(str, picked)), "-details", details, "-jitoption", "force",
+                  "JitAlignLoops=0", "libclrjit.so", sample_chain_mch, env=env)
     assert result.returncode == 0, result.stderr
     text = out.read_text(encoding="utf-8")
     assert text.startswith("previous content\n")
@@ -54,28 +53,28 @@ def test_jit_stdout_file_appends_one_listing_per_context_matching_the_csv(toolch
         assert "Unwind Info:" in listing and "0xD1FFAB1E" not in listing.split("Unwind Info:")[1]
     single = tmp_path / "one.dasm"
     env["DOTNET_JitStdOutFile"] = str(single)
-    assert spmi(toolchain, "-c", "42", "-jitoption", "force", "JitAlignLoops=0", "libclrjit.so", linux_mch,
+    assert spmi(sample_chain, "-c", "42", "-jitoption", "force", "JitAlignLoops=0", "libclrjit.so", sample_chain_mch,
                 env=env).returncode == 0
     assert single.read_text(encoding="utf-8") == found[2]  # a listing does not depend on the other contexts
 
 
-def test_listing_method_filter_and_process_stdout(toolchain, linux_mch, tmp_path):
+def test_listing_method_filter_and_process_stdout(sample_chain, sample_chain_mch, tmp_path):
     details = tmp_path / "d.csv"
-    assert spmi(toolchain, "-c", "1-30", "-details", details, "libclrjit.so", linux_mch).returncode == 0
+    assert spmi(sample_chain, "-c", "1-30", "-details", details, "libclrjit.so", sample_chain_mch).returncode == 0
     name = by_name(csv_rows(details))[4]["Method full name"]
     method = name.split("(")[0].rsplit(":", 1)[1]
     cls = name.split("(")[0].rsplit(":", 1)[0].rsplit(".", 1)[1]
     env = clean_env({"DOTNET_JitDisasm": "%s:%s" % (cls, method)})
-    result = spmi(toolchain, "-c", "1-30", "-v", "q", "libclrjit.so", linux_mch, env=env)
+    result = spmi(sample_chain, "-c", "1-30", "-v", "q", "libclrjit.so", sample_chain_mch, env=env)
     shown = [line for line in result.stdout.decode().splitlines() if line.startswith(HEADER)]
     assert shown and all(("%s:%s(" % (cls, method)) in line for line in shown)
 
 
-def test_diffable_output_and_disasm_differences(toolchain, linux_mch, tmp_path):
-    base_jit = toolchain.base_dir / "libclrjit.so"
-    diff_jit = toolchain.core_root / "libclrjit.so"
+def test_diffable_output_and_disasm_differences(sample_chain, sample_chain_mch, tmp_path):
+    base_jit = sample_chain.base_dir / "libclrjit.so"
+    diff_jit = sample_chain.core_root / "libclrjit.so"
     details = tmp_path / "d.csv"
-    spmi(toolchain, "-a", "-details", details, base_jit, diff_jit, linux_mch)
+    spmi(sample_chain, "-a", "-details", details, base_jit, diff_jit, sample_chain_mch)
     rows = by_name(csv_rows(details))
     same = [int(r["Context"]) for r in rows if r["Has diff"] == "False"][:3]
     differ = [int(r["Context"]) for r in rows if r["Has diff"] == "True"][:3]
@@ -92,7 +91,7 @@ def test_diffable_output_and_disasm_differences(toolchain, linux_mch, tmp_path):
         out = tmp_path / ("%s-%d-%d.dasm" % (jit.parent.name, context, diffable))
         env = clean_env({"DOTNET_JitDisasm": "*", "DOTNET_JitStdOutFile": str(out),
                          "DOTNET_JitDisasmDiffable": "1" if diffable else "0"})
-        assert spmi(toolchain, "-c", str(context), jit, linux_mch, env=env).returncode == 0
+        assert spmi(sample_chain, "-c", str(context), jit, sample_chain_mch, env=env).returncode == 0
         return out.read_text(encoding="utf-8")
 
     for context in same:
@@ -105,18 +104,18 @@ def test_diffable_output_and_disasm_differences(toolchain, linux_mch, tmp_path):
         assert text(base_jit, context, False) != text(diff_jit, context, False)
 
 
-def test_release_jits_write_short_listings_to_stdout_and_report_metrics_on_request(toolchain, linux_mch, tmp_path):
-    release = toolchain.release_base / "libclrjit.so"
+def test_release_jits_write_short_listings_to_stdout_and_report_metrics_on_request(sample_chain, sample_chain_mch, tmp_path):
+    release = sample_chain.release_base / "libclrjit.so"
     ignored = tmp_path / "ignored.dasm"
     env = clean_env({"DOTNET_JitDisasm": "*", "DOTNET_JitStdOutFile": str(ignored)})
-    result = spmi(toolchain, "-c", "5", "-v", "q", "-details", tmp_path / "a.csv", release, linux_mch, env=env)
+    result = spmi(sample_chain, "-c", "5", "-v", "q", "-details", tmp_path / "a.csv", release, sample_chain_mch, env=env)
     assert result.returncode == 0 and not ignored.exists()
     out = result.stdout.decode()
     assert out.startswith(HEADER) and re.search(r"\n; Total bytes of code \d+\n\n$", out)
     silent = by_name(csv_rows(tmp_path / "a.csv"))[0]
     assert silent["Method full name"] == "" and silent["BytesAllocated"] == "0" and silent["PerfScore"] == "0.000000"
-    spmi(toolchain, "-c", "5", "-jitoption", "force", "JitReportMetrics=1", "-details", tmp_path / "b.csv", release,
-         linux_mch)
+    spmi(sample_chain, "-c", "5", "-jitoption", "force", "JitReportMetrics=1", "-details", tmp_path / "b.csv", release,
+         sample_chain_mch)
     reported = by_name(csv_rows(tmp_path / "b.csv"))[0]
     assert reported["Method full name"] and int(reported["BytesAllocated"]) > 0
 
@@ -129,46 +128,46 @@ def stored_cse(tmp_path_factory):
     return path
 
 
-def cse_counts(toolchain, mch, tmp_path, *options, env=None):
+def cse_counts(sample_chain, mch, tmp_path, *options, env=None):
     """(base, diff) total CseCount of a diff run."""
     details = tmp_path / "cse.csv"
-    result = run([toolchain.superpmi, "-a", *options, "-details", details, toolchain.base_dir / "libclrjit.so",
-                  toolchain.base_dir / "libclrjit.so", mch], toolchain.core_root, env=env)
+    result = run([sample_chain.superpmi, "-a", *options, "-details", details, sample_chain.base_dir / "libclrjit.so",
+                  sample_chain.base_dir / "libclrjit.so", mch], sample_chain.core_root, env=env)
     assert result.returncode in (0, 2), result.stderr
     rows = by_name(csv_rows(details))
     return sum(int(r["Base CseCount"]) for r in rows), sum(int(r["Diff CseCount"]) for r in rows)
 
 
-def test_config_precedence(toolchain, stored_cse, linux_mch, tmp_path):
-    normal = cse_counts(toolchain, linux_mch, tmp_path)
+def test_config_precedence(sample_chain, stored_cse, sample_chain_mch, tmp_path):
+    normal = cse_counts(sample_chain, sample_chain_mch, tmp_path)
     assert normal[0] == normal[1] > 0
     # the recorded value applies, and wins over a plain option
-    assert cse_counts(toolchain, stored_cse, tmp_path) == (0, 0)
-    assert cse_counts(toolchain, stored_cse, tmp_path, "-jitoption", "JitNoCSE=0") == (0, 0)
+    assert cse_counts(sample_chain, stored_cse, tmp_path) == (0, 0)
+    assert cse_counts(sample_chain, stored_cse, tmp_path, "-jitoption", "JitNoCSE=0") == (0, 0)
     # force wins over the recorded value, for the JIT it is given to only
-    forced = cse_counts(toolchain, stored_cse, tmp_path, "-jitoption", "force", "JitNoCSE=0")
+    forced = cse_counts(sample_chain, stored_cse, tmp_path, "-jitoption", "force", "JitNoCSE=0")
     assert forced[0] > 0 and forced[1] == 0
     # -ignoreStoredConfig drops the recorded value
-    ignored = cse_counts(toolchain, stored_cse, tmp_path, "-ignoreStoredConfig")
+    ignored = cse_counts(sample_chain, stored_cse, tmp_path, "-ignoreStoredConfig")
     assert ignored[0] == ignored[1] > 0
     # the environment reaches both JITs; a plain option beats it
     env = clean_env({"DOTNET_JitNoCSE": "1"})
-    assert cse_counts(toolchain, linux_mch, tmp_path, env=env) == (0, 0)
-    both = cse_counts(toolchain, linux_mch, tmp_path, "-jit2option", "JitNoCSE#0", env=env)
+    assert cse_counts(sample_chain, sample_chain_mch, tmp_path, env=env) == (0, 0)
+    both = cse_counts(sample_chain, sample_chain_mch, tmp_path, "-jit2option", "JitNoCSE#0", env=env)
     assert both[0] == 0 and both[1] == normal[1]
 
 
-def test_align_loops_knob_shrinks_code(toolchain, linux_mch, tmp_path):
+def test_align_loops_knob_shrinks_code(sample_chain, sample_chain_mch, tmp_path):
     def code_bytes(*options):
         details = tmp_path / "a.csv"
-        spmi(toolchain, *options, "-details", details, "libclrjit.so", linux_mch)
+        spmi(sample_chain, *options, "-details", details, "libclrjit.so", sample_chain_mch)
         return sum(int(r["ActualCodeBytes"]) for r in by_name(csv_rows(details)))
     assert code_bytes("-jitoption", "JitAlignLoops=0") < code_bytes()
 
 
-def test_jit_dump_is_written_for_checked_jits(toolchain, linux_mch, tmp_path):
+def test_jit_dump_is_written_for_checked_jits(sample_chain, sample_chain_mch, tmp_path):
     out = tmp_path / "dump.txt"
     env = clean_env({"DOTNET_JitDump": "*", "DOTNET_JitStdOutFile": str(out)})
-    assert spmi(toolchain, "-c", "8", "libclrjit.so", linux_mch, env=env).returncode == 0
+    assert spmi(sample_chain, "-c", "8", "libclrjit.so", sample_chain_mch, env=env).returncode == 0
     text = out.read_text(encoding="utf-8")
     assert text.startswith("****** START compiling ") and "*************** Starting PHASE" in text

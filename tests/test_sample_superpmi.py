@@ -4,27 +4,26 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from sample_support import ASSERT_PATTERN, clean_env, csv_rows, generator, linux_mch, run, toolchain  # noqa: F401
+from sample_support import ASSERT_PATTERN, clean_env, csv_rows, generator, run
 
 DIFF_HEADER_START = ("Context,Context size,Method full name,Tier name,Base result,Diff result,MinOpts,Has diff,"
                      "Base instructions,Diff instructions,Base ActualCodeBytes,Diff ActualCodeBytes,")
 HELP_FIRST_LINE = b"SuperPMI is a JIT compiler testing tool."
 
 
-def spmi(toolchain, *args, env=None, timeout=60):
-    return run([toolchain.superpmi, *args], toolchain.core_root, env=env, timeout=timeout)
+def spmi(sample_chain, *args, env=None, timeout=60):
+    return run([sample_chain.superpmi, *args], sample_chain.core_root, env=env, timeout=timeout)
 
 
-def base_jit(toolchain, target="linux-x64"):
-    return toolchain.base_dir / toolchain.jit_names[target]
+def base_jit(sample_chain, target="linux-x64"):
+    return sample_chain.base_dir / sample_chain.jit_names[target]
 
 
-def diff_jit(toolchain, target="linux-x64"):
-    return toolchain.core_root / toolchain.jit_names[target]
+def diff_jit(sample_chain, target="linux-x64"):
+    return sample_chain.core_root / sample_chain.jit_names[target]
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +35,10 @@ def faulty_mch(tmp_path_factory):
 
 # ---------------------------------------------------------------- the acceptance line
 
-def test_acceptance_line_gives_diffs_and_the_newest_header(toolchain, linux_mch, tmp_path):
+def test_acceptance_line_gives_diffs_and_the_newest_header(sample_chain, sample_chain_mch, tmp_path):
     mcl, details = tmp_path / "f.mcl", tmp_path / "d.csv"
-    result = spmi(toolchain, "-a", "-v", "ewi", "-f", mcl, "-details", details,
-                  "../base/libclrjit.so", "libclrjit.so", linux_mch)
+    result = spmi(sample_chain, "-a", "-v", "ewi", "-f", mcl, "-details", details,
+                  "../base/libclrjit.so", "libclrjit.so", sample_chain_mch)
     assert result.returncode == 2, result.stderr
     text = details.read_text(encoding="utf-8")
     header = text.split("\n", 1)[0]
@@ -56,12 +55,12 @@ def test_acceptance_line_gives_diffs_and_the_newest_header(toolchain, linux_mch,
     assert all(line.split(",")[name_column].startswith('"') for line in text.splitlines()[1:])
 
 
-def test_parallel_gives_the_same_rows_and_a_sorted_crlf_list(toolchain, faulty_mch, tmp_path):
+def test_parallel_gives_the_same_rows_and_a_sorted_crlf_list(sample_chain, faulty_mch, tmp_path):
     sequential, parallel = tmp_path / "s.csv", tmp_path / "p.csv"
-    seq = spmi(toolchain, "-a", "-f", tmp_path / "s.mcl", "-details", sequential, base_jit(toolchain),
-               diff_jit(toolchain), faulty_mch)
-    par = spmi(toolchain, "-a", "-p", "2", "-f", tmp_path / "p.mcl", "-details", parallel, base_jit(toolchain),
-               diff_jit(toolchain), faulty_mch)
+    seq = spmi(sample_chain, "-a", "-f", tmp_path / "s.mcl", "-details", sequential, base_jit(sample_chain),
+               diff_jit(sample_chain), faulty_mch)
+    par = spmi(sample_chain, "-a", "-p", "2", "-f", tmp_path / "p.mcl", "-details", parallel, base_jit(sample_chain),
+               diff_jit(sample_chain), faulty_mch)
     assert seq.returncode == par.returncode == 1
     seq_lines = sequential.read_text(encoding="utf-8").splitlines()
     par_lines = parallel.read_text(encoding="utf-8").splitlines()
@@ -75,38 +74,41 @@ def test_parallel_gives_the_same_rows_and_a_sorted_crlf_list(toolchain, faulty_m
     assert summary == ["Loaded 40  Jitted 40  FailedCompile 3 Excluded 0 Missing 2 Diffs %d" % diffs]
 
 
-def test_unknown_switch_prints_error_and_help(toolchain, linux_mch):
-    result = spmi(toolchain, "-diffMCList", "x.mcl", "libclrjit.so", linux_mch)
+def test_unknown_switch_prints_error_and_help(sample_chain, sample_chain_mch):
+    result = spmi(sample_chain, "-diffMCList", "x.mcl", "libclrjit.so", sample_chain_mch)
     assert result.returncode == 255
     assert result.stdout.startswith(HELP_FIRST_LINE + b"\n")
     assert b"ERROR: Unknown switch '-diffMCList' passed as argument." in result.stderr
-    assert spmi(toolchain).returncode == 255
-    assert spmi(toolchain, "-t", "x64", "libclrjit.so", linux_mch).returncode == 255
+    assert spmi(sample_chain).returncode == 255
+    assert spmi(sample_chain, "-t", "x64", "libclrjit.so", sample_chain_mch).returncode == 255
 
 
-def test_switches_match_by_case_insensitive_prefix(toolchain, linux_mch, tmp_path):
+def test_switches_match_by_case_insensitive_prefix(sample_chain, sample_chain_mch, tmp_path):
     details = tmp_path / "d.csv"
-    result = spmi(toolchain, "-APPLY", "-VERB", "ewi", "-fail", tmp_path / "f.mcl", "-det", details,
+    result = spmi(sample_chain, "-APPLY", "-VERB", "ewi", "-fail", tmp_path / "f.mcl", "-det", details,
                   "-co", "1-5", "-jitopt", "f", "JitAlignLoops=0", "-jit2o", "FORCE", "JitAlignLoops#0",
-                  "-targetArch", "x64", base_jit(toolchain), diff_jit(toolchain), linux_mch)
+                  "-targetArch", "x64", base_jit(sample_chain), diff_jit(sample_chain), sample_chain_mch)
     assert result.returncode in (0, 2), result.stderr
     assert len(csv_rows(details)) == 6 and (tmp_path / "f.mcl").exists()
 
 
-def test_positional_classification(toolchain, linux_mch, tmp_path):
+def test_positional_classification(sample_chain, sample_chain_mch, tmp_path):
     other = tmp_path / "input.txt"
     other.write_text("x")
-    result = spmi(toolchain, "libclrjit.so", other)
+    result = spmi(sample_chain, "libclrjit.so", other)
     assert result.returncode == 255 and b"Unknown file type passed as argument, '" in result.stderr
-    result = spmi(toolchain, "libclrjit.so", "libclrjit.so", "libclrjit.so", linux_mch)
+    result = spmi(sample_chain, "libclrjit.so", "libclrjit.so", "libclrjit.so", sample_chain_mch)
     assert result.returncode == 255 and b"Too many JITs specified." in result.stderr
-    result = spmi(toolchain, "libclrjit.so")
+    result = spmi(sample_chain, "libclrjit.so")
     assert result.returncode == 255 and b"Missing name of an input file." in result.stderr
-    toc_input = spmi(toolchain, "-c", "3", "-details", tmp_path / "t.csv", "libclrjit.so", str(linux_mch) + ".mct")
+    default = spmi(sample_chain, "-c", "1", sample_chain_mch)
+    assert default.returncode == 0
+    assert b"Using default JIT: " + str(sample_chain.core_root / "libclrjit.so").encode() in default.stdout
+    toc_input = spmi(sample_chain, "-c", "3", "-details", tmp_path / "t.csv", "libclrjit.so", str(sample_chain_mch) + ".mct")
     assert toc_input.returncode == 0 and len(csv_rows(tmp_path / "t.csv")) == 2
 
 
-def test_value_validation(toolchain, linux_mch):
+def test_value_validation(sample_chain, sample_chain_mch):
     cases = [
         (["-target", "sparc"], b"Illegal target architecture specified with -target."),
         (["-p", "0"], b"Invalid workers count specified, workers count must be at least 1."),
@@ -116,42 +118,42 @@ def test_value_validation(toolchain, linux_mch):
         (["-c", "4,2"], b"MCL list must be increasing.. found 4 -> 2"),
     ]
     for args, message in cases:
-        result = spmi(toolchain, *args, "libclrjit.so", linux_mch)
+        result = spmi(sample_chain, *args, "libclrjit.so", sample_chain_mch)
         assert result.returncode == 255 and message in result.stderr, args
-    assert spmi(toolchain, "-jitoption", "NoEquals", "libclrjit.so", linux_mch).stdout.startswith(HELP_FIRST_LINE)
-    assert spmi(toolchain, "libclrjit.so", linux_mch, "-details").stdout.startswith(HELP_FIRST_LINE)
+    assert spmi(sample_chain, "-jitoption", "NoEquals", "libclrjit.so", sample_chain_mch).stdout.startswith(HELP_FIRST_LINE)
+    assert spmi(sample_chain, "libclrjit.so", sample_chain_mch, "-details").stdout.startswith(HELP_FIRST_LINE)
 
 
-def test_compile_list_forms(toolchain, linux_mch, tmp_path):
+def test_compile_list_forms(sample_chain, sample_chain_mch, tmp_path):
     mcl = tmp_path / "pick.mcl"
     mcl.write_bytes(b"2\r\n9\r\n")
     for value, expected in [("7", [7]), ("3,8,12", [3, 8, 12]), ("10-13", [10, 11, 12, 13]),
                             ("299-400", [299, 300]), (str(mcl), [2, 9])]:
         details = tmp_path / "c.csv"
-        result = spmi(toolchain, "-c", value, "-details", details, "libclrjit.so", linux_mch)
+        result = spmi(sample_chain, "-c", value, "-details", details, "libclrjit.so", sample_chain_mch)
         assert result.returncode == 0, result.stderr
         assert [int(r[0]) for r in csv_rows(details)[1:]] == expected
-    bad = spmi(toolchain, "-c", "0", "libclrjit.so", linux_mch)
+    bad = spmi(sample_chain, "-c", "0", "libclrjit.so", sample_chain_mch)
     assert bad.returncode == 255
     assert b"MCL list needs to start from 1!" in bad.stderr
     assert b"Arg '0' is invalid, needed method context list." in bad.stderr
-    parallel = spmi(toolchain, "-p", "2", "-c", "1-4", "libclrjit.so", linux_mch)
+    parallel = spmi(sample_chain, "-p", "2", "-c", "1-4", "libclrjit.so", sample_chain_mch)
     assert parallel.returncode == 255 and b"Cannot use method context list in parallel mode." in parallel.stderr
 
 
-def test_toc_does_not_change_results(toolchain, linux_mch, tmp_path):
-    copy = tmp_path / linux_mch.name
-    shutil.copyfile(linux_mch, copy)
+def test_toc_does_not_change_results(sample_chain, sample_chain_mch, tmp_path):
+    copy = tmp_path / sample_chain_mch.name
+    shutil.copyfile(sample_chain_mch, copy)
     for args in (["-c", "5,9,200-204"], ["-p", "3"]):
         with_toc, without = tmp_path / "a.csv", tmp_path / "b.csv"
-        assert spmi(toolchain, *args, "-details", with_toc, "libclrjit.so", linux_mch).returncode == 0
-        assert spmi(toolchain, *args, "-details", without, "libclrjit.so", copy).returncode == 0
+        assert spmi(sample_chain, *args, "-details", with_toc, "libclrjit.so", sample_chain_mch).returncode == 0
+        assert spmi(sample_chain, *args, "-details", without, "libclrjit.so", copy).returncode == 0
         assert with_toc.read_bytes() == without.read_bytes()
 
 
-def test_repro_file_is_the_record_byte_for_byte(toolchain, faulty_mch, tmp_path):
+def test_repro_file_is_the_record_byte_for_byte(sample_chain, faulty_mch, tmp_path):
     prefix = tmp_path / "repro"
-    result = spmi(toolchain, "-r", prefix, "libclrjit.so", faulty_mch)
+    result = spmi(sample_chain, "-r", prefix, "libclrjit.so", faulty_mch)
     assert result.returncode == 1
     assert sorted(p.name for p in tmp_path.glob("repro-*.mc")) == ["repro-7.mc"]
     assert ("Wrote out repro to '%s-7.mc'" % prefix).encode() in result.stdout
@@ -161,35 +163,35 @@ def test_repro_file_is_the_record_byte_for_byte(toolchain, faulty_mch, tmp_path)
         offset += int.from_bytes(data[offset + 2:offset + 6], "little") + 8
     length = int.from_bytes(data[offset + 2:offset + 6], "little")
     assert (tmp_path / "repro-7.mc").read_bytes() == data[offset:offset + length + 8]
-    again = spmi(toolchain, "-details", tmp_path / "r.csv", "libclrjit.so", tmp_path / "repro-7.mc")
+    again = spmi(sample_chain, "-details", tmp_path / "r.csv", "libclrjit.so", tmp_path / "repro-7.mc")
     assert again.returncode == 1 and csv_rows(tmp_path / "r.csv")[1][:1] == ["1"]
 
 
-def test_summary_and_messages_by_verbosity(toolchain, faulty_mch):
-    default = spmi(toolchain, "libclrjit.so", faulty_mch)
+def test_summary_and_messages_by_verbosity(sample_chain, faulty_mch):
+    default = spmi(sample_chain, "libclrjit.so", faulty_mch)
     assert default.returncode == 1
     out = default.stdout.decode()
     assert "Loaded 40  Jitted 40  FailedCompile 3 Excluded 0 Missing 2\n" in out
     assert "MISSING: Method context 3 failed to replay: " in out
     assert re.search(r"^Total time: \d+\.\d{6}ms$", out, re.M)
     assert b"ERROR: Method 7 of size " in default.stderr and b"failed to load and compile correctly (libclrjit.so)." in default.stderr
-    quiet = spmi(toolchain, "-v", "ewi", "libclrjit.so", faulty_mch)
+    quiet = spmi(sample_chain, "-v", "ewi", "libclrjit.so", faulty_mch)
     assert quiet.stdout == b"" and b"ERROR: Method 7" in quiet.stderr
 
 
-def test_missing_only_exits_3(toolchain, tmp_path):
+def test_missing_only_exits_3(sample_chain, tmp_path):
     path = tmp_path / "m.mch"
     generator.make_collection(path, "linux", "x64", contexts=10, faults={"missing": [4]})
-    result = spmi(toolchain, "-a", "-f", tmp_path / "f.mcl", base_jit(toolchain), base_jit(toolchain), path)
+    result = spmi(sample_chain, "-a", "-f", tmp_path / "f.mcl", base_jit(sample_chain), base_jit(sample_chain), path)
     assert result.returncode == 3
     assert (tmp_path / "f.mcl").read_bytes() == b"4\r\n"
 
 
-def test_jit_assert_line_and_exit_1(toolchain, linux_mch, tmp_path):
+def test_jit_assert_line_and_exit_1(sample_chain, sample_chain_mch, tmp_path):
     asserting = generator.make_jit(tmp_path / "libclrjit.so", "linux", "x64", variant="diff",
                                    faults={"assert_every": 7})
     details = tmp_path / "d.csv"
-    result = spmi(toolchain, "-a", "-v", "ewi", "-details", details, base_jit(toolchain), asserting, linux_mch)
+    result = spmi(sample_chain, "-a", "-v", "ewi", "-details", details, base_jit(sample_chain), asserting, sample_chain_mch)
     assert result.returncode == 1
     lines = result.stdout.decode().split("\n")
     asserts = [i for i, line in enumerate(lines) if line.startswith("ISSUE: <ASSERT>")]
@@ -202,72 +204,72 @@ def test_jit_assert_line_and_exit_1(toolchain, linux_mch, tmp_path):
     assert rows[first][4:8] == ["Success", "Error", rows[first][6], "False"]
     release = generator.make_jit(tmp_path / "rel" / "libclrjit.so", "linux", "x64", flavor="release",
                                  faults={"assert_every": 7})
-    assert spmi(toolchain, "-v", "ewi", release, linux_mch).returncode == 0  # release JITs never assert
+    assert spmi(sample_chain, "-v", "ewi", release, sample_chain_mch).returncode == 0  # release JITs never assert
 
 
-def test_wrong_guid_and_invalid_jit_exit_254(toolchain, linux_mch, tmp_path):
+def test_wrong_guid_and_invalid_jit_exit_254(sample_chain, sample_chain_mch, tmp_path):
     wrong = generator.make_jit(tmp_path / "a" / "libclrjit.so", "linux", "x64",
                                guid="00000000-1111-2222-3333-444444444444")
-    result = spmi(toolchain, wrong, linux_mch)
+    result = spmi(sample_chain, wrong, sample_chain_mch)
     assert result.returncode == 254
     assert ("ERROR: Jit Compiler has wrong version identifier. Expected: %s. Actual: "
-            "00000000-1111-2222-3333-444444444444.\n" % toolchain.guid).encode() in result.stderr
+            "00000000-1111-2222-3333-444444444444.\n" % sample_chain.guid).encode() in result.stderr
     invalid = generator.make_invalid_jit(tmp_path / "b" / "libclrjit.so")
-    result = spmi(toolchain, invalid, linux_mch)
+    result = spmi(sample_chain, invalid, sample_chain_mch)
     assert result.returncode == 254 and re.search(rb"LoadLibrary failed \(0x[0-9a-f]{8}\)", result.stderr)
     empty = tmp_path / "empty.mch"
     empty.write_bytes(b"")
-    assert spmi(toolchain, invalid, empty).returncode == 0  # the JIT is loaded lazily
+    assert spmi(sample_chain, invalid, empty).returncode == 0  # the JIT is loaded lazily
 
 
-def test_crash_hang_and_corrupt_records(toolchain, tmp_path):
+def test_crash_hang_and_corrupt_records(sample_chain, tmp_path):
     crash, hang, corrupt = tmp_path / "c.mch", tmp_path / "h.mch", tmp_path / "k.mch"
     generator.make_collection(crash, "linux", "x64", contexts=6, faults={"crash": [4]})
     generator.make_collection(hang, "linux", "x64", contexts=6, faults={"hang": [2]})
     generator.make_collection(corrupt, "linux", "x64", contexts=6, faults={"corrupt": [5]})
-    assert spmi(toolchain, "libclrjit.so", crash).returncode == -11
+    assert spmi(sample_chain, "libclrjit.so", crash).returncode == -11
     with pytest.raises(subprocess.TimeoutExpired):
-        spmi(toolchain, "libclrjit.so", hang, timeout=1.5)
-    result = spmi(toolchain, "-details", tmp_path / "k.csv", "libclrjit.so", corrupt)
+        spmi(sample_chain, "libclrjit.so", hang, timeout=1.5)
+    result = spmi(sample_chain, "-details", tmp_path / "k.csv", "libclrjit.so", corrupt)
     assert result.returncode == 255 and b"ERROR: Method 5 is of low integrity." in result.stderr
-    assert spmi(toolchain, "-c", "1-4", "libclrjit.so", corrupt).returncode == 0
-    parallel = spmi(toolchain, "-p", "2", "libclrjit.so", crash)
+    assert spmi(sample_chain, "-c", "1-4", "libclrjit.so", corrupt).returncode == 0
+    parallel = spmi(sample_chain, "-p", "2", "libclrjit.so", crash)
     assert parallel.returncode == 1  # a worker killed by a signal counts as 1
 
 
-def test_failure_limit_stops_and_skips_the_row(toolchain, tmp_path):
+def test_failure_limit_stops_and_skips_the_row(sample_chain, tmp_path):
     path = tmp_path / "e.mch"
     generator.make_collection(path, "linux", "x64", contexts=20, faults={"compile_error": [3, 6, 9]})
     details = tmp_path / "d.csv"
-    result = spmi(toolchain, "-failureLimit", "2", "-details", details, "libclrjit.so", path)
+    result = spmi(sample_chain, "-failureLimit", "2", "-details", details, "libclrjit.so", path)
     assert result.returncode == 1
     assert b"More than 2 methods failed. Skip compiling remaining methods." in result.stderr
     assert [int(r[0]) for r in csv_rows(details)[1:]] == [1, 2, 3, 4, 5]
 
 
-def test_boe_hint_and_log_file(toolchain, tmp_path):
+def test_boe_hint_and_log_file(sample_chain, tmp_path):
     path = tmp_path / "e.mch"
     generator.make_collection(path, "linux", "x64", contexts=5, faults={"compile_error": [2]})
     log = tmp_path / "log.txt"
-    result = spmi(toolchain, "-boe", "-w", log, "libclrjit.so", path)
+    result = spmi(sample_chain, "-boe", "-w", log, "libclrjit.so", path)
     assert b"HINT: to repro add '-c 2' to cmdline" in result.stdout
     text = log.read_bytes()
     assert text.endswith(b"\r\n") and b" - ERROR - Method 2 of size " in text
 
 
-def test_repeat_count_writes_a_row_per_attempt(toolchain, linux_mch, tmp_path):
+def test_repeat_count_writes_a_row_per_attempt(sample_chain, sample_chain_mch, tmp_path):
     details = tmp_path / "d.csv"
-    result = spmi(toolchain, "-repeatCount", "3", "-c", "4,5", "-details", details, "libclrjit.so", linux_mch)
+    result = spmi(sample_chain, "-repeatCount", "3", "-c", "4,5", "-details", details, "libclrjit.so", sample_chain_mch)
     assert result.returncode == 0
     assert [r[0] for r in csv_rows(details)[1:]] == ["4", "4", "4", "5", "5", "5"]
     assert b"Loaded 2  Jitted 6  " in result.stdout
 
 
-def test_modelled_start_cost_applies_to_every_process(toolchain, linux_mch):
+def test_modelled_start_cost_applies_to_every_process(sample_chain, sample_chain_mch):
     import time
     env = clean_env({"SPMI_SAMPLE_START_MS": "300"}, fast=False)
     started = time.monotonic()
-    result = spmi(toolchain, "-p", "2", "-v", "ewi", "libclrjit.so", linux_mch, env=env)
+    result = spmi(sample_chain, "-p", "2", "-v", "ewi", "libclrjit.so", sample_chain_mch, env=env)
     elapsed = time.monotonic() - started
     assert result.returncode == 0
     assert elapsed >= 0.6  # parent + workers each pay the start cost

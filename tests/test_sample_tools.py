@@ -1,4 +1,4 @@
-"""The sample mcs, pin and the toolchain generator."""
+"""The sample mcs, pin and the sample_chain generator."""
 from __future__ import annotations
 
 import json
@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from sample_support import (BUILD_STRING_PATTERN, REPO, clean_env, csv_rows, generator, linux_mch, run,  # noqa: F401
-                            toolchain)
+from sample_support import BUILD_STRING_PATTERN, REPO, clean_env, csv_rows, generator, run
 from sample import mchfile
 
 
-def mcs(toolchain, *args):
-    return run([toolchain.mcs, *args], toolchain.core_root)
+def mcs(sample_chain, *args):
+    return run([sample_chain.mcs, *args], sample_chain.core_root)
 
 
 def contexts_of(path: Path) -> int:
@@ -25,73 +24,73 @@ def contexts_of(path: Path) -> int:
 
 # ---------------------------------------------------------------- mcs
 
-def test_print_jit_ee_version_matches_the_collection_path(toolchain):
-    result = mcs(toolchain, "-printJITEEVersion")
+def test_print_jit_ee_version_matches_the_collection_path(sample_chain):
+    result = mcs(sample_chain, "-printJITEEVersion")
     assert result.returncode == 0
-    assert result.stdout == (toolchain.guid + "\n").encode()
+    assert result.stdout == (sample_chain.guid + "\n").encode()
     assert re.fullmatch(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\n", result.stdout)
-    assert toolchain.collections_dir.name == toolchain.guid
-    assert mcs(toolchain, "-PRINTJITEEVERSION").returncode == 0  # verbs are case-insensitive
+    assert sample_chain.collections_dir.name == sample_chain.guid
+    assert mcs(sample_chain, "-PRINTJITEEVERSION").returncode == 0  # verbs are case-insensitive
 
 
-def test_toc_verb_rebuilds_the_generated_toc(toolchain, linux_mch, tmp_path):
+def test_toc_verb_rebuilds_the_generated_toc(sample_chain, sample_chain_mch, tmp_path):
     copy = tmp_path / "x.mch"
-    copy.write_bytes(linux_mch.read_bytes())
-    result = mcs(toolchain, "-toc", copy)
+    copy.write_bytes(sample_chain_mch.read_bytes())
+    result = mcs(sample_chain, "-toc", copy)
     assert result.returncode == 0 and b"Loaded 300, added 300 to Table of Contents" in result.stdout
-    assert (tmp_path / "x.mch.mct").read_bytes() == Path(str(linux_mch) + ".mct").read_bytes()
+    assert (tmp_path / "x.mch.mct").read_bytes() == Path(str(sample_chain_mch) + ".mct").read_bytes()
 
 
-def test_strip_concat_and_merge(toolchain, linux_mch, tmp_path):
+def test_strip_concat_and_merge(sample_chain, sample_chain_mch, tmp_path):
     drop = tmp_path / "drop.mcl"
     drop.write_bytes(b"2\r\n5\r\n")
     stripped = tmp_path / "stripped.mch"
-    result = mcs(toolchain, "-strip", drop, linux_mch, stripped)
+    result = mcs(sample_chain, "-strip", drop, sample_chain_mch, stripped)
     assert result.returncode == 0 and b"Loaded 300, Saved 298" in result.stdout
     assert contexts_of(stripped) == 298
-    assert mcs(toolchain, "-strip", "10-19", linux_mch, tmp_path / "s2.mch").returncode == 0
+    assert mcs(sample_chain, "-strip", "10-19", sample_chain_mch, tmp_path / "s2.mch").returncode == 0
     assert contexts_of(tmp_path / "s2.mch") == 290
 
     joined = tmp_path / "joined.mch"
-    assert mcs(toolchain, "-concat", joined, linux_mch).returncode == 0
-    assert mcs(toolchain, "-concat", joined, linux_mch).returncode == 0
+    assert mcs(sample_chain, "-concat", joined, sample_chain_mch).returncode == 0
+    assert mcs(sample_chain, "-concat", joined, sample_chain_mch).returncode == 0
     assert contexts_of(joined) == 600
 
     parts = tmp_path / "parts" / "sub"
     parts.mkdir(parents=True)
-    (parts / "a.mch").write_bytes(linux_mch.read_bytes())
-    (parts / "b.mch").write_bytes(linux_mch.read_bytes())
+    (parts / "a.mch").write_bytes(sample_chain_mch.read_bytes())
+    (parts / "b.mch").write_bytes(sample_chain_mch.read_bytes())
     (parts.parent / "c.mch").write_bytes(stripped.read_bytes())
     merged = tmp_path / "merged.mch"
     pattern = str(parts.parent / "*.mch")
-    assert mcs(toolchain, "-merge", merged, pattern).returncode == 0
+    assert mcs(sample_chain, "-merge", merged, pattern).returncode == 0
     assert contexts_of(merged) == 298  # not recursive: only c.mch
-    assert mcs(toolchain, "-merge", merged, pattern, "-recursive").returncode == 0
+    assert mcs(sample_chain, "-merge", merged, pattern, "-recursive").returncode == 0
     assert contexts_of(merged) == 898
-    assert mcs(toolchain, "-merge", merged, pattern, "-recursive", "-dedup", "-thin").returncode == 0
+    assert mcs(sample_chain, "-merge", merged, pattern, "-recursive", "-dedup", "-thin").returncode == 0
     thin = merged.stat().st_size
     assert contexts_of(merged) <= 300
-    assert mcs(toolchain, "-merge", merged, pattern, "-recursive", "-dedup").returncode == 0
+    assert mcs(sample_chain, "-merge", merged, pattern, "-recursive", "-dedup").returncode == 0
     assert merged.stat().st_size > thin
-    assert mcs(toolchain, "-merge", tmp_path / "none.mch", str(tmp_path / "nowhere" / "*.mch")).returncode != 0
-    assert mcs(toolchain, "-strip", "1").returncode == 255
-    assert mcs(toolchain, "-nosuchverb").returncode == 255
+    assert mcs(sample_chain, "-merge", tmp_path / "none.mch", str(tmp_path / "nowhere" / "*.mch")).returncode != 0
+    assert mcs(sample_chain, "-strip", "1").returncode == 255
+    assert mcs(sample_chain, "-nosuchverb").returncode == 255
 
 
-def test_merged_collection_replays_like_its_parts(toolchain, linux_mch, tmp_path):
+def test_merged_collection_replays_like_its_parts(sample_chain, sample_chain_mch, tmp_path):
     merged = tmp_path / "m.mch"
     (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "one.mch").write_bytes(linux_mch.read_bytes())
-    assert mcs(toolchain, "-merge", merged, str(tmp_path / "in" / "*.mch"), "-thin").returncode == 0
+    (tmp_path / "in" / "one.mch").write_bytes(sample_chain_mch.read_bytes())
+    assert mcs(sample_chain, "-merge", merged, str(tmp_path / "in" / "*.mch"), "-thin").returncode == 0
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"
-    run([toolchain.superpmi, "-details", a, "libclrjit.so", linux_mch], toolchain.core_root)
-    run([toolchain.superpmi, "-details", b, "libclrjit.so", merged], toolchain.core_root)
+    run([sample_chain.superpmi, "-details", a, "libclrjit.so", sample_chain_mch], sample_chain.core_root)
+    run([sample_chain.superpmi, "-details", b, "libclrjit.so", merged], sample_chain.core_root)
     strip_size = lambda rows: [r[:1] + r[2:] for r in rows]  # noqa: E731 - -thin changes Context size
     assert strip_size(csv_rows(a)) == strip_size(csv_rows(b))
 
 
-def test_dump_map(toolchain, linux_mch):
-    result = mcs(toolchain, "-dumpMap", linux_mch)
+def test_dump_map(sample_chain, sample_chain_mch):
+    result = mcs(sample_chain, "-dumpMap", sample_chain_mch)
     assert result.returncode == 0
     lines = result.stdout.decode().splitlines()
     assert lines[0] == "index,method name,full signature,jit flags,os"
@@ -101,16 +100,16 @@ def test_dump_map(toolchain, linux_mch):
 
 # ---------------------------------------------------------------- pin
 
-def tpdiff_command(toolchain, mch, details, pintool=None):
-    return [toolchain.pin, "-follow_execv", "-t", pintool or toolchain.pintool, "-quiet", "--",
-            toolchain.superpmi, "-applyDiff", "-v", "ewi", "-details", details, "-jitoption", "force",
+def tpdiff_command(sample_chain, mch, details, pintool=None):
+    return [sample_chain.pin, "-follow_execv", "-t", pintool or sample_chain.pintool, "-quiet", "--",
+            sample_chain.superpmi, "-applyDiff", "-v", "ewi", "-details", details, "-jitoption", "force",
             "JitReportMetrics=0", "-jit2option", "force", "JitReportMetrics=0", "-p", "2",
-            toolchain.release_base / "libclrjit.so", toolchain.release_diff / "libclrjit.so", mch]
+            sample_chain.release_base / "libclrjit.so", sample_chain.release_diff / "libclrjit.so", mch]
 
 
-def test_pin_counts_are_deterministic_and_non_zero(toolchain, linux_mch, tmp_path):
+def test_pin_counts_are_deterministic_and_non_zero(sample_chain, sample_chain_mch, tmp_path):
     first, second = tmp_path / "1.csv", tmp_path / "2.csv"
-    results = [run(tpdiff_command(toolchain, linux_mch, path), toolchain.core_root) for path in (first, second)]
+    results = [run(tpdiff_command(sample_chain, sample_chain_mch, path), sample_chain.core_root) for path in (first, second)]
     assert [r.returncode for r in results] == [2, 2]
     rows = {r[0]: r for r in csv_rows(first)[1:]}
     again = {r[0]: r for r in csv_rows(second)[1:]}
@@ -122,28 +121,28 @@ def test_pin_counts_are_deterministic_and_non_zero(toolchain, linux_mch, tmp_pat
     diff_total = sum(int(r[diff]) for r in rows.values())
     assert 1.01 < diff_total / base_total < 1.06
     plain = tmp_path / "plain.csv"
-    run([toolchain.superpmi, "-a", "-details", plain, toolchain.release_base / "libclrjit.so",
-         toolchain.release_diff / "libclrjit.so", linux_mch], toolchain.core_root)
+    run([sample_chain.superpmi, "-a", "-details", plain, sample_chain.release_base / "libclrjit.so",
+         sample_chain.release_diff / "libclrjit.so", sample_chain_mch], sample_chain.core_root)
     assert all(r[base] == "0" and r[diff] == "0" for r in csv_rows(plain)[1:])
 
 
-def test_pin_exits_with_the_command_code_and_rejects_bad_tools(toolchain, tmp_path):
+def test_pin_exits_with_the_command_code_and_rejects_bad_tools(sample_chain, tmp_path):
     path = tmp_path / "c.mch"
     generator.make_collection(path, "linux", "x64", contexts=5, faults={"crash": [2]})
-    crashed = run([toolchain.pin, "-follow_execv", "-t", toolchain.pintool, "-quiet", "--", toolchain.superpmi,
-                   "libclrjit.so", path], toolchain.core_root)
+    crashed = run([sample_chain.pin, "-follow_execv", "-t", sample_chain.pintool, "-quiet", "--", sample_chain.superpmi,
+                   "libclrjit.so", path], sample_chain.core_root)
     assert crashed.returncode == -11
     fake = tmp_path / "libclrjit_inscount.so"
     fake.write_bytes(b"not a pintool")
     for tool in (fake, tmp_path / "missing.so"):
-        result = run(tpdiff_command(toolchain, path, tmp_path / "x.csv", tool), toolchain.core_root)
+        result = run(tpdiff_command(sample_chain, path, tmp_path / "x.csv", tool), sample_chain.core_root)
         assert result.returncode != 0 and b"E: " in result.stderr
-    no_command = run([toolchain.pin, "-t", toolchain.pintool, "--"], toolchain.core_root)
+    no_command = run([sample_chain.pin, "-t", sample_chain.pintool, "--"], sample_chain.core_root)
     assert no_command.returncode != 0
 
 
-def test_pin_package_archive_holds_the_same_tree(toolchain, tmp_path):
-    with tarfile.open(toolchain.pin_archive) as archive:
+def test_pin_package_archive_holds_the_same_tree(sample_chain, tmp_path):
+    with tarfile.open(sample_chain.pin_archive) as archive:
         names = set(archive.getnames())
         archive.extractall(tmp_path / "x")
     assert {"pin", "clrjit_inscount_x64/libclrjit_inscount.so"} <= names
@@ -152,59 +151,59 @@ def test_pin_package_archive_holds_the_same_tree(toolchain, tmp_path):
     path = tmp_path / "small.mch"
     generator.make_collection(path, "linux", "x64", contexts=4)
     result = run([extracted_pin, "-follow_execv", "-t", tmp_path / "x" / "clrjit_inscount_x64" /
-                  "libclrjit_inscount.so", "-quiet", "--", toolchain.superpmi, "-details", tmp_path / "d.csv",
-                  "libclrjit.so", path], toolchain.core_root)
+                  "libclrjit_inscount.so", "-quiet", "--", sample_chain.superpmi, "-details", tmp_path / "d.csv",
+                  "libclrjit.so", path], sample_chain.core_root)
     assert result.returncode == 0
     assert all(int(r[6]) > 0 for r in csv_rows(tmp_path / "d.csv")[1:])
 
 
 # ---------------------------------------------------------------- generator
 
-def test_layout_of_a_generated_toolchain(toolchain):
-    root = toolchain.root
-    for directory in (toolchain.core_root, toolchain.base_dir, toolchain.release_base, toolchain.release_diff,
-                      toolchain.release_memblowup):
+def test_layout_of_a_generated_toolchain(sample_chain):
+    root = sample_chain.root
+    for directory in (sample_chain.core_root, sample_chain.base_dir, sample_chain.release_base, sample_chain.release_diff,
+                      sample_chain.release_memblowup):
         names = {p.name for p in directory.glob("*.so")}
         assert {"libclrjit.so", "libclrjit_unix_x64_x64.so", "libclrjit_win_x64_x64.so",
                 "libclrjit_universal_arm64_x64.so"} <= names
-    for target, files in toolchain.collections.items():
+    for target, files in sample_chain.collections.items():
         os_name, arch = target.split("-")
-        assert [p.parent for p in files] == [toolchain.collections_dir / os_name / arch] * 3
+        assert [p.parent for p in files] == [sample_chain.collections_dir / os_name / arch] * 3
         assert all(Path(str(p) + ".mct").is_file() for p in files)
-    assert os.access(toolchain.superpmi, os.X_OK) and os.access(toolchain.mcs, os.X_OK)
+    assert os.access(sample_chain.superpmi, os.X_OK) and os.access(sample_chain.mcs, os.X_OK)
     assert (root / "README.md").is_file() and (root / "lib" / "sample" / "superpmi_main.py").is_file()
     manifest = json.loads((root / "toolchain.json").read_text())
-    assert manifest["jit_ee_guid"] == toolchain.guid and manifest["jit_names"]["linux-arm64"] == \
+    assert manifest["jit_ee_guid"] == sample_chain.guid and manifest["jit_names"]["linux-arm64"] == \
         "libclrjit_universal_arm64_x64.so"
     strings = {}
-    for path in toolchain.core_root.glob("*.so"):
+    for path in sample_chain.core_root.glob("*.so"):
         match = re.search(BUILD_STRING_PATTERN, path.read_bytes())
         strings[path.name] = (match.group(2) + b"-" + match.group(3)).decode()
     assert strings["libclrjit.so"] == "unix-x64" and strings["libclrjit_win_x64_x64.so"] == "win-x64"
     assert strings["libclrjit_universal_arm64_x64.so"] == "universal-arm64"
 
 
-def test_cross_target_replay_needs_the_target_switch(toolchain, tmp_path):
-    mch = toolchain.collection("linux-arm64", "benchmarks.run")
-    jit = toolchain.jit_names["linux-arm64"]
-    ok = run([toolchain.superpmi, "-target", "arm64", "-a", "-v", "ewi", toolchain.base_dir / jit, jit, mch],
-             toolchain.core_root)
+def test_cross_target_replay_needs_the_target_switch(sample_chain, tmp_path):
+    mch = sample_chain.collection("linux-arm64", "benchmarks.run")
+    jit = sample_chain.jit_names["linux-arm64"]
+    ok = run([sample_chain.superpmi, "-target", "arm64", "-a", "-v", "ewi", sample_chain.base_dir / jit, jit, mch],
+             sample_chain.core_root)
     assert ok.returncode == 2
-    missing = run([toolchain.superpmi, "-v", "ewi", jit, mch], toolchain.core_root)
+    missing = run([sample_chain.superpmi, "-v", "ewi", jit, mch], sample_chain.core_root)
     assert missing.returncode == 3
-    wrong_os = run([toolchain.superpmi, "-v", "ewi", "libclrjit_win_x64_x64.so",
-                    toolchain.collection("linux-x64", "aspnet.run")], toolchain.core_root)
+    wrong_os = run([sample_chain.superpmi, "-v", "ewi", "libclrjit_win_x64_x64.so",
+                    sample_chain.collection("linux-x64", "aspnet.run")], sample_chain.core_root)
     assert wrong_os.returncode == 3
 
 
-def test_memory_blowup_set(toolchain, tmp_path):
+def test_memory_blowup_set(sample_chain, tmp_path):
     totals = {}
-    for label, diff in (("diff", toolchain.release_diff), ("blowup", toolchain.release_memblowup)):
+    for label, diff in (("diff", sample_chain.release_diff), ("blowup", sample_chain.release_memblowup)):
         for set_name in ("aspnet.run", "libraries.pmi"):
             details = tmp_path / ("%s-%s.csv" % (label, set_name))
-            run([toolchain.superpmi, "-a", "-v", "ewi", "-jitoption", "force", "JitReportMetrics=1", "-jit2option",
-                 "force", "JitReportMetrics=1", "-details", details, toolchain.release_base / "libclrjit.so",
-                 diff / "libclrjit.so", toolchain.collection("linux-x64", set_name)], toolchain.core_root)
+            run([sample_chain.superpmi, "-a", "-v", "ewi", "-jitoption", "force", "JitReportMetrics=1", "-jit2option",
+                 "force", "JitReportMetrics=1", "-details", details, sample_chain.release_base / "libclrjit.so",
+                 diff / "libclrjit.so", sample_chain.collection("linux-x64", set_name)], sample_chain.core_root)
             rows = csv_rows(details)
             b, d = rows[0].index("Base BytesAllocated"), rows[0].index("Diff BytesAllocated")
             totals[label, set_name] = sum(int(r[d]) for r in rows[1:]) / sum(int(r[b]) for r in rows[1:])
