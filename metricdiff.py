@@ -297,11 +297,7 @@ def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRu
     log.info("%s %s", "Measuring throughput of" if job.kind == TPDIFF else "Measuring JIT metrics of", mch)
     log.info("Invoking: %s", jitutil.format_command(argv, job.settings.host_os))
     spmi_run = superpmi_tool.run_superpmi(argv, job.core_root, job.options.timeout)
-    outcome = replay.finish_run(spmi_run, mch, files, diff_mode=True, timeout=job.options.timeout)
-    if outcome.verdict.kind in NO_DATA_KINDS:
-        run.failures.append(model.CollectionFailure(mch.name, outcome.verdict.message))
-        return
-    table = read_table(files.details_csv)
+    table = interpret_run(spmi_run, mch, files, job, run)
     if table is None:
         return
     if job.kind == TPDIFF:
@@ -310,9 +306,35 @@ def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRu
         diff_memory(job.focus, mch, table, run)
 
 
-def read_table(path: Path) -> Optional[details.DetailsTable]:
+def interpret_run(spmi_run: superpmi_tool.SuperpmiRun, mch: Path, files: RunFiles, job: MetricJob,
+                  run: MetricDiffRun) -> Optional[details.DetailsTable]:
+    """§12.7 for tpdiff/memdiff: -1/-2/crash/timeout leave no usable data (a failure); otherwise
+    the details CSV is read once, for the result line and the metrics."""
+    if spmi_run.timed_out:
+        verdict = superpmi_tool.timeout_verdict(job.options.timeout or 0)
+        replay.log_verdict(verdict)
+        run.failures.append(model.CollectionFailure(mch.name, verdict.message))
+        return None
+    assert spmi_run.result is not None
+    outcome = spmi_run.result.outcome
+    verdict = superpmi_tool.interpret_exit(outcome, True, superpmi_tool.ContextCounts())
+    if verdict.kind in NO_DATA_KINDS:
+        verdict = replay.verdict_with_reason(verdict, spmi_run.stderr)
+        replay.log_verdict(verdict)
+        run.failures.append(model.CollectionFailure(mch.name, verdict.message))
+        return None
+    table = read_table(files.details_csv, [] if job.kind == TPDIFF else None)
+    counts = replay.counts_from_table(table, True) if table is not None else superpmi_tool.ContextCounts()
+    replay.log_verdict(superpmi_tool.interpret_exit(outcome, True, counts))
+    if verdict.kind == superpmi_tool.FAILURES:
+        replay.report_asserts(superpmi_tool.parse_asserts(spmi_run.stdout, mch.name))
+    return table
+
+
+def read_table(path: Path, metrics: Optional[Sequence[str]] = None) -> Optional[details.DetailsTable]:
+    """The details CSV (only `metrics`, when given); None when superpmi left no data."""
     try:
-        return details.read_details_csv(path)
+        return details.read_details_csv(path, metrics)
     except details.DetailsError as exc:
         if details.is_no_data(exc):
             log.warning("Warning: no data: %s", exc)

@@ -9,7 +9,9 @@ memdiff diffs every discovered metric and focuses on `BytesAllocated`.
 """
 from __future__ import annotations
 
+import heapq
 import math
+from itertools import compress
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -130,13 +132,18 @@ class Example:
     base: Number
     diff: Number
 
+    def __post_init__(self) -> None:
+        # ranking reads these many times; they are not fields (not in the JSON)
+        self._delta = self.diff - self.base
+        self._pct = pct_change(self.base, self.diff)
+
     @property
     def delta(self) -> Number:
-        return self.diff - self.base
+        return self._delta
 
     @property
     def pct(self) -> float:
-        return pct_change(self.base, self.diff)
+        return self._pct
 
 
 @dataclass
@@ -186,28 +193,34 @@ def aggregate(name: str, rows: Sequence[DiffRow], metrics: Sequence[str], focus:
                                                                        fullopts.base, fullopts.diff)) else "int"
     contexts = {"MinOpts": len(by_class["MinOpts"]), "FullOpts": len(by_class["FullOpts"])}
     contexts["Overall"] = contexts["MinOpts"] + contexts["FullOpts"]
-    examples = select_examples(name, rows, focus, min_example_delta)
+    examples = select_examples(name, by_class["MinOpts"] + by_class["FullOpts"], focus, min_example_delta)
     return CollectionResult(name, list(metrics), kinds, totals, contexts, base_counts, diff_counts, examples)
 
 
 def _column_sums(rows: Sequence[DiffRow], metrics: Sequence[str]) -> List[Tuple[Number, Number]]:
-    """(Σ base, Σ diff) per metric; transposes value tuples when the rows carry them."""
+    """(Σ base, Σ diff) per metric over `rows`.
+
+    Rows of a `details.DetailsTable` share column-wise value arrays (`base_columns`,
+    `position`); those are summed through a row mask in C, without a per-row call.
+    """
     if not rows:
         return [(0, 0) for _ in metrics]
     first = rows[0]
-    index = getattr(first, "metric_index", None)
-    base_columns: Optional[List[Tuple[Number, ...]]] = None
-    diff_columns: Optional[List[Tuple[Number, ...]]] = None
-    if index is not None and hasattr(first, "base_values"):
-        base_columns = list(zip(*(r.base_values for r in rows)))  # type: ignore[attr-defined]
-        diff_columns = list(zip(*(r.diff_values for r in rows)))  # type: ignore[attr-defined]
+    columnar = all(hasattr(first, name) for name in ("base_columns", "diff_columns", "position", "metric_index"))
+    mask = None
+    if columnar:
+        size = len(first.base_columns[0]) if first.base_columns else 0  # type: ignore[attr-defined]
+        mask = bytearray(size)
+        for row in rows:
+            mask[row.position] = 1  # type: ignore[attr-defined]
     sums: List[Tuple[Number, Number]] = []
     for metric in metrics:
         if metric == INSTRUCTIONS:
             sums.append((sum(r.base_instructions for r in rows), sum(r.diff_instructions for r in rows)))
-        elif base_columns is not None and diff_columns is not None and metric in index:
-            position = index[metric]
-            sums.append((sum(base_columns[position]), sum(diff_columns[position])))
+        elif mask is not None and metric in first.metric_index:  # type: ignore[attr-defined]
+            position = first.metric_index[metric]  # type: ignore[attr-defined]
+            sums.append((sum(compress(first.base_columns[position], mask)),  # type: ignore[attr-defined]
+                         sum(compress(first.diff_columns[position], mask))))  # type: ignore[attr-defined]
         else:
             sums.append((sum(r.base(metric) for r in rows), sum(r.diff(metric) for r in rows)))
     return sums
@@ -218,10 +231,11 @@ def _column_sums(rows: Sequence[DiffRow], metrics: Sequence[str]) -> List[Tuple[
 def example_candidates(name: str, rows: Iterable[DiffRow], metric: str, min_delta: Number) -> List[Example]:
     """Rows kept for examples: both `Success`, base > 0, |diff-base| >= min_delta (and ≠ 0)."""
     found: List[Example] = []
+    values = _value_reader(rows, metric)
     for row in rows:
         if not both_success(row):
             continue
-        base_value, diff_value = row_values(row, metric)
+        base_value, diff_value = values(row)
         delta = diff_value - base_value
         if base_value <= 0 or delta == 0 or abs(delta) < min_delta:
             continue
@@ -229,49 +243,78 @@ def example_candidates(name: str, rows: Iterable[DiffRow], metric: str, min_delt
     return found
 
 
-def _by_pct_key(example: Example) -> Tuple[float, int, str, int]:
-    return (example.pct, example.delta, example.collection, example.context)
+def _value_reader(rows: Iterable[DiffRow], metric: str):  # type: ignore[no-untyped-def]
+    """`row -> (base, diff)`, reading a table's value columns directly when it has them."""
+    first = next(iter(rows), None)
+    if metric != INSTRUCTIONS and first is not None and hasattr(first, "base_columns") \
+            and metric in getattr(first, "metric_index", {}):
+        position = first.metric_index[metric]  # type: ignore[attr-defined]
+        base_column = first.base_columns[position]  # type: ignore[attr-defined]
+        diff_column = first.diff_columns[position]  # type: ignore[attr-defined]
+        return lambda row: (base_column[row.position], diff_column[row.position])
+    return lambda row: row_values(row, metric)
 
 
-def _by_delta_key(example: Example) -> Tuple[Number, float, str, int]:
-    return (example.delta, example.pct, example.collection, example.context)
+# Rank keys: smaller ranks first; ties broken by collection, then context.
+def _worse_by_pct(e: Example) -> Tuple[Any, ...]:
+    return (-e.pct, -e.delta, e.collection, e.context)
+
+
+def _worse_by_delta(e: Example) -> Tuple[Any, ...]:
+    return (-e.delta, -e.pct, e.collection, e.context)
+
+
+def _better_by_pct(e: Example) -> Tuple[Any, ...]:
+    return (e.pct, e.delta, e.collection, e.context)
+
+
+def _better_by_delta(e: Example) -> Tuple[Any, ...]:
+    return (e.delta, e.pct, e.collection, e.context)
 
 
 def top_regressions(examples: Iterable[Example], row_class: str, by: str = "pct",
                     count: int = TOP_COUNT) -> List[Example]:
     """Largest growth first (by PDIFF % or by absolute delta); growth only."""
-    key = _by_pct_key if by == "pct" else _by_delta_key
     chosen = [e for e in examples if e.row_class == row_class and e.delta > 0]
-    chosen.sort(key=lambda e: _negate(key(e)))
-    return chosen[:count]
+    return heapq.nsmallest(count, chosen, key=_worse_by_pct if by == "pct" else _worse_by_delta)
 
 
 def top_improvements(examples: Iterable[Example], row_class: str, by: str = "pct",
                      count: int = TOP_COUNT) -> List[Example]:
     """Largest reduction first (most negative PDIFF % or delta); reductions only."""
-    key = _by_pct_key if by == "pct" else _by_delta_key
     chosen = [e for e in examples if e.row_class == row_class and e.delta < 0]
-    chosen.sort(key=key)
-    return chosen[:count]
+    return heapq.nsmallest(count, chosen, key=_better_by_pct if by == "pct" else _better_by_delta)
 
 
-def _negate(key: Tuple[Any, ...]) -> Tuple[Any, ...]:
-    """Descending by the numbers, ascending by the collection/context tie-breakers."""
-    first, second, collection, context = key
-    return (-first, -second, collection, context)
-
-
-def select_examples(name: str, rows: Iterable[DiffRow], metric: str, min_delta: Number,
+def select_examples(name: str, rows: Sequence[DiffRow], metric: str, min_delta: Number,
                     count: int = TOP_COUNT) -> List[Example]:
-    """The union of every top list a summary can show, so merged summaries stay exact."""
-    candidates = example_candidates(name, rows, metric, min_delta)
-    keep: Dict[int, Example] = {}
-    for row_class in CLASSES:
-        for by in ("pct", "delta"):
-            for example in top_regressions(candidates, row_class, by, count) + \
-                    top_improvements(candidates, row_class, by, count):
-                keep[id(example)] = example
-    return sorted(keep.values(), key=lambda e: e.context)
+    """The union of every top list a summary can show (per class: growth and reduction, by PDIFF %
+    and by delta), so that top lists over merged summaries stay exact.
+
+    Same selection as `top_regressions`/`top_improvements` over `example_candidates`, but on
+    plain tuples: only the chosen rows become `Example`s (large collections change most rows).
+    """
+    values = _value_reader(rows, metric)
+    groups: Dict[bool, Tuple[List[Tuple[Any, ...]], List[Tuple[Any, ...]]]] = {True: ([], []), False: ([], [])}
+    for row in rows:
+        if row.base_result != SUCCESS or row.diff_result != SUCCESS:
+            continue
+        base_value, diff_value = values(row)
+        delta = diff_value - base_value
+        if base_value <= 0 or delta == 0 or (min_delta and abs(delta) < min_delta):
+            continue
+        groups[row.minopts][0 if delta > 0 else 1].append(
+            (delta / base_value * 100.0, delta, row.context, base_value, diff_value, row))
+    chosen: Dict[int, Tuple[Any, ...]] = {}
+    for growth, reduction in groups.values():
+        for picked in (heapq.nsmallest(count, growth, key=lambda e: (-e[0], -e[1], e[2])),
+                       heapq.nsmallest(count, growth, key=lambda e: (-e[1], -e[0], e[2])),
+                       heapq.nsmallest(count, reduction, key=lambda e: (e[0], e[1], e[2])),
+                       heapq.nsmallest(count, reduction, key=lambda e: (e[1], e[0], e[2]))):
+            for entry in picked:
+                chosen[id(entry[5])] = entry
+    ordered = sorted(chosen.values(), key=lambda e: e[2])
+    return [Example(name, e[2], e[5].method_name, row_class(e[5]), e[3], e[4]) for e in ordered]
 
 
 # ---------------------------------------------------------------- build strings

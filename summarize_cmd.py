@@ -14,7 +14,7 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import details
 import jitutil
@@ -94,21 +94,19 @@ def render_metric(run: model.MetricDiffRun) -> Tuple[str, str]:
 
 
 def render_asmdiffs(documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> Tuple[str, str]:
-    """Merge and render asmdiffs JSON summaries with `asmdiffs_report`'s own functions."""
-    try:
-        import asmdiffs_report
-    except ImportError:
-        raise SuiteError("asmdiffs summaries cannot be merged: asmdiffs_report.py is missing") from None
-    merge: Optional[Callable[..., Any]] = getattr(asmdiffs_report, "merge_summaries", None)
-    render_long = getattr(asmdiffs_report, "render_long_summary", None)
-    render_short = getattr(asmdiffs_report, "render_short_summary", None)
-    if merge is None or render_long is None or render_short is None:
-        raise SuiteError("asmdiffs summaries cannot be merged: asmdiffs_report lacks merge/render functions")
-    try:
-        merged = merge([data for _, data in documents])
-    except ValueError as exc:
-        raise SuiteError(f"cannot merge the asmdiffs summaries: {exc}") from None
-    return render_long(merged), render_short(merged)
+    """Merge and render asmdiffs JSON summaries with `asmdiffs_report`'s own merge and renderers."""
+    import asmdiffs_report
+    summaries = []
+    for path, data in documents:
+        found = data.get("summary_type", data.get("kind"))
+        if found in ("tpdiff", "memdiff"):
+            raise SuiteError(f"summary '{path}' is a {found} summary, not asmdiffs; pass -summary_type to match")
+        try:
+            summaries.append(asmdiffs_report.as_summary(data, str(path)))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SuiteError(f"summary '{path}' is not an asmdiffs summary ({exc})") from None
+    merged = asmdiffs_report.merge_summaries(summaries)
+    return asmdiffs_report.render_long_summary(merged), asmdiffs_report.render_short_summary(merged)
 
 
 # ---------------------------------------------------------------- the command

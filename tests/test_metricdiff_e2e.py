@@ -248,3 +248,41 @@ def test_summarize_merges_json_summaries_like_a_single_run(sample, blowup_run, t
     wrong = run_cli("summarize", "-summary_type", "tpdiff", "-summaries", *summaries,
                     "-output_long_summary_path", tmp_path / "x.md")
     assert_one_line_error(wrong, "not tpdiff")
+
+
+def test_memdiff_metric_option_focuses_another_column(sample, tmp_path):
+    spmi = tmp_path / "spmi"
+    result = run_cli("memdiff", *jit_args(sample, sample.release("diff")), "-mch_files",
+                     sample.collection("aspnet.run"), "-spmi_location", spmi, "-metric", "PerfScore", "--sequential")
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = (spmi / "memdiff_summary.md").read_text(encoding="utf-8")
+    titles = [part.split("</summary>")[0] for part in text.split("<summary>")[1:]]
+    assert titles[0].startswith("PerfScore (")
+    assert "All contexts (PerfScore):" in text
+    assert re.search(r"^\|aspnet\.run\.[^|]+\|\d+\|[\d,]+\.\d\d\|[\d,]+\.\d\d\|", text, re.M)
+    unknown = run_cli("memdiff", *jit_args(sample, sample.release("diff")), "-mch_files",
+                      sample.collection("aspnet.run"), "-spmi_location", spmi, "-metric", "NoSuchMetric",
+                      "--sequential")
+    assert_one_line_error(unknown, "-metric NoSuchMetric")
+
+
+def test_summarize_merges_asmdiffs_json_summaries(sample, tmp_path):
+    mch = [sample.collection("aspnet.run"), sample.collection("benchmarks.run")]
+    common = ["-core_root", sample.core_root, "-base_jit_path", sample.root / "base" / sample.jit_name, "--sequential"]
+    single = tmp_path / "single"
+    run_cli("asmdiffs", *common, "-mch_files", *mch, "-spmi_location", single)
+    summaries = []
+    for index, path in enumerate(mch):
+        spmi = tmp_path / f"part{index}"
+        run_cli("asmdiffs", *common, "-mch_files", path, "-spmi_location", spmi, "--summary_as_json")
+        summaries.append(spmi / "diff_summary.json")
+    out = tmp_path / "merged" / "diff_summary.md"
+    result = run_cli("summarize", "-summary_type", "asmdiffs", "-summaries", *summaries,
+                     "-output_long_summary_path", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    def comparable(path: Path) -> List[str]:  # the repro command names the run's own -mch_files
+        return [line for line in path.read_text(encoding="utf-8").splitlines() if "-mch_files" not in line]
+
+    assert comparable(out) == comparable(single / "diff_summary.md")
+    assert comparable(out.parent / "diff_short_summary.md") == comparable(single / "diff_short_summary.md")

@@ -413,3 +413,16 @@ def test_pin_archive_extraction_keeps_exec_bits_and_finds_root(tmp_path):
     root = pintools.package_root(tmp_path / "out", "linux")
     assert root == tmp_path / "out" / "linux"
     assert (root / "pin").stat().st_mode & 0o100
+
+
+def test_fast_example_selection_matches_the_top_lists():
+    rows = [csv_row(i, i % 3 == 0, (1, 1), (1000 + (i * 37) % 500, 1000 + (i * 53) % 700)) for i in range(1, 400)]
+    parsed = table(rows)
+    selected = model.select_examples("a.mch", parsed.rows, "BytesAllocated", 0)
+    candidates = model.example_candidates("a.mch", parsed.rows, "BytesAllocated", 0)
+    expected = set()
+    for row_class in model.CLASSES:
+        for by in ("pct", "delta"):
+            expected |= {e.context for e in model.top_regressions(candidates, row_class, by)}
+            expected |= {e.context for e in model.top_improvements(candidates, row_class, by)}
+    assert [e.context for e in selected] == sorted(expected)

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""What memdiff costs on top of the superpmi runs it needs.
+
+Generates a sample toolchain in a temporary folder, then, alternating, for each round:
+
+* `superpmi.py memdiff` over the native collections (release base vs release diff JITs),
+  wall-clock time of the whole command (Python start, option parsing, JIT checks,
+  CSV reading, aggregation, summaries);
+* the raw superpmi processes memdiff starts: the same argument vectors (built by
+  `metricdiff.build_metric_argv`), the same collections, the same working directory,
+  one after the other.
+
+Prints the medians and the ratio memdiff / raw (goal: at most 1.10), plus the time memdiff
+spends outside superpmi, by wall clock and by CPU time of all child processes (the CPU
+figure is what a busy shared machine distorts least). Numbers only; nothing is asserted.
+
+    python bench/replay_overhead.py [--contexts 5000] [--rounds 3] [--sequential] [--keep DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, List, Tuple
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import metricdiff  # noqa: E402
+from superpmi_tool import JitPairOptions, RunOptions  # noqa: E402
+
+
+def make_toolchain(directory: Path, contexts: int) -> dict:
+    subprocess.run([sys.executable, str(ROOT / "sample" / "make_toolchain.py"), str(directory), "--contexts",
+                    str(contexts), "--seed", "3", "--targets", "linux-x64" if os.name != "nt" else "windows-x64"],
+                   check=True, stdout=subprocess.DEVNULL)
+    return json.loads((directory / "toolchain.json").read_text(encoding="utf-8"))
+
+
+def bytecode_env(work: Path, toolchain: Path) -> dict:
+    """Environment for both sides: byte code cached under `work` and compiled up front.
+
+    (A machine with PYTHONDONTWRITEBYTECODE would otherwise recompile every module at
+    every start of superpmi.py and of the sample superpmi, which a normal install does not.)
+    """
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    sources = [str(p) for p in ROOT.glob("*.py")] + [str(toolchain / "lib")]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *sources], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    return env
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of every finished child process (0 where unsupported)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measured(action: Callable[[], float]) -> Tuple[float, float]:
+    """(wall seconds, child CPU seconds) of one action."""
+    cpu_before = children_cpu()
+    wall = action()
+    return wall, children_cpu() - cpu_before
+
+
+def time_memdiff(toolchain: Path, manifest: dict, collections: List[str], spmi: Path, sequential: bool,
+                 env: dict) -> float:
+    native = next(iter(manifest["jit_names"]))
+    jit = manifest["jit_names"][native]
+    argv = [sys.executable, str(ROOT / "superpmi.py"), "memdiff", "-core_root", str(Path(manifest["superpmi"]).parent),
+            "-base_jit_path", str(toolchain / "release" / "base" / jit),
+            "-diff_jit_path", str(toolchain / "release" / "diff" / jit),
+            "-spmi_location", str(spmi), "-mch_files", *collections]
+    if sequential:
+        argv.append("--sequential")
+    started = time.perf_counter()
+    result = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    elapsed = time.perf_counter() - started
+    if result.returncode not in (0, 2):
+        raise SystemExit(f"memdiff failed ({result.returncode}): {result.stderr.strip()}")
+    return elapsed
+
+
+def time_raw(toolchain: Path, manifest: dict, collections: List[str], scratch: Path, sequential: bool,
+             env: dict) -> float:
+    native = next(iter(manifest["jit_names"]))
+    jit = manifest["jit_names"][native]
+    superpmi = Path(manifest["superpmi"])
+    options = RunOptions(sequential=sequential)
+    started = time.perf_counter()
+    for index, mch in enumerate(collections):
+        argv = metricdiff.build_metric_argv(superpmi, toolchain / "release" / "base" / jit,
+                                            toolchain / "release" / "diff" / jit, mch,
+                                            scratch / f"{index}.csv", options, manifest["host_arch"],
+                                            manifest["host_arch"], JitPairOptions(), report_metrics=True, pin=None)
+        subprocess.run(argv, cwd=str(superpmi.parent), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env=env)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--contexts", type=int, default=5000, help="contexts per collection (default 5000)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sequential", action="store_true", help="superpmi without -p (both sides)")
+    parser.add_argument("--keep", help="generate the toolchain here and keep it")
+    args = parser.parse_args()
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-replay-"))
+    try:
+        manifest = make_toolchain(work / "toolchain", args.contexts)
+        collections = [p for paths in manifest["collections"].values() for p in paths]
+        env = bytecode_env(work, work / "toolchain")
+        memdiff_times: List[Tuple[float, float]] = []
+        raw_times: List[Tuple[float, float]] = []
+        for round_index in range(args.rounds):
+            scratch = work / f"raw{round_index}"
+            scratch.mkdir(parents=True)
+            raw_times.append(measured(lambda: time_raw(work / "toolchain", manifest, collections, scratch,
+                                                       args.sequential, env)))
+            spmi = work / f"spmi{round_index}"
+            memdiff_times.append(measured(lambda: time_memdiff(work / "toolchain", manifest, collections, spmi,
+                                                               args.sequential, env)))
+        mode = "sequential" if args.sequential else "parallel (-p)"
+        print(f"collections: {len(collections)} x {args.contexts} contexts, superpmi {mode}, {args.rounds} rounds")
+        for label, index in (("wall", 0), ("CPU", 1)):
+            raw = [t[index] for t in raw_times]
+            mem = [t[index] for t in memdiff_times]
+            if not any(raw):
+                continue
+            raw_median, mem_median = statistics.median(raw), statistics.median(mem)
+            print(f"{label:4} raw superpmi runs : median {raw_median:.2f} s  ({', '.join(f'{t:.2f}' for t in raw)})")
+            print(f"{label:4} memdiff command   : median {mem_median:.2f} s  ({', '.join(f'{t:.2f}' for t in mem)})")
+            print(f"{label:4} memdiff overhead  : {mem_median - raw_median:.2f} s outside superpmi")
+            print(f"{label:4} ratio memdiff/raw : {mem_median / raw_median:.3f}  (goal <= 1.10)")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
