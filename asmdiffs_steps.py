@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Iterable, List, Mapping, Optional, Sequence
 
 import jitutil
 import platforms
@@ -34,7 +34,8 @@ def parse_metrics(values: Optional[Sequence[str]]) -> List[str]:
                 continue
             match = next((m for m in ANALYZE_METRICS if m.lower() == name.lower()), None)
             if match is None:
-                raise SuiteError(f"-metrics '{name}' is not a jit-analyze metric; use one of {', '.join(ANALYZE_METRICS)}")
+                raise SuiteError(f"-metrics '{name}' is not a jit-analyze metric; "
+                                 f"use one of {', '.join(ANALYZE_METRICS)}")
             if match not in metrics:
                 metrics.append(match)
     return metrics
@@ -208,17 +209,6 @@ def _repeat(flag: str, values: Iterable[str]) -> List[str]:
     for value in values:
         out += [flag, value]
     return out
-
-
-def textual_diff_contexts(base_files: Mapping[int, Path], diff_files: Mapping[int, Path]) -> List[int]:
-    """Contexts whose base and diff listings differ byte-wise (both present)."""
-    differing = []
-    for context in sorted(set(base_files) & set(diff_files)):
-        if base_files[context].read_bytes() != diff_files[context].read_bytes():
-            differing.append(context)
-    return differing
-
-
 
 
 def context_repro_argv(superpmi: Path, base_jit: Path, diff_jit: Path, mch: Path, context: int, host_arch: str,

@@ -46,12 +46,14 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The replay options replay, asmdiffs, tpdiff and memdiff share (§12.1)."""
     group = parser.add_argument_group("replay options")
     group.add_argument("-jit_name", help="JIT file name to look for (default: native or cross name for the target)")
-    group.add_argument("--altjit", action="store_true", help="replay with AltJit=* and AltJitNgen=* (cross-target altjits)")
+    group.add_argument("--altjit", action="store_true",
+                       help="replay with AltJit=* and AltJitNgen=* (cross-target altjits)")
     group.add_argument("--sequential", action="store_true", help="run superpmi without -p (one process)")
     group.add_argument("--parallelism", type=int, metavar="N", help="superpmi -p N (default: -p, one worker per CPU)")
     group.add_argument("-compile", "-c", dest="compile", metavar="LIST",
                        help="compile only these contexts (superpmi -c: 20, 5,10-99, or an .mcl file); implies no -p")
-    group.add_argument("-error_limit", type=int, metavar="N", help="stop after N compile errors (superpmi -failureLimit)")
+    group.add_argument("-error_limit", type=int, metavar="N",
+                       help="stop after N compile errors (superpmi -failureLimit)")
     group.add_argument("-spmi_log_file", metavar="FILE", help="superpmi -w log file (requires --sequential)")
     group.add_argument("--break_on_assert", action="store_true", help="superpmi -boa")
     group.add_argument("--break_on_error", action="store_true", help="superpmi -boe")
