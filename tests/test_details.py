@@ -93,7 +93,8 @@ def test_2023_layout_uses_size_as_code_bytes_and_zero_perfscore():
 
 
 def test_2024_replay_layout_with_size_column():
-    text = "Context,Context size,Method full name,Tier name,Result,MinOpts,Size,Instructions\n1,3,\"x\",Tier0,Miss,True,0,0\n"
+    text = ("Context,Context size,Method full name,Tier name,Result,MinOpts,Size,Instructions\n"
+            "1,3,\"x\",Tier0,Miss,True,0,0\n")
     table = parse_details(text)
     assert table.metric_names == (CODE_BYTES, PERFSCORE)
     assert table.rows[0].base_result == "Miss"
@@ -248,5 +249,5 @@ def test_fifty_thousand_rows_of_the_current_era_parse_quickly():
     elapsed = time.perf_counter() - started
     assert len(table.rows) == 50_000
     assert table.rows[-1].diff(CODE_BYTES) == 100 + 50_000 % 900 - 50_000 % 4
-    # ~0.5 s on an idle laptop; generous for shared CI machines.
-    assert elapsed < 4.0, f"parsing took {elapsed:.2f} s"
+    # Well under a second on an idle machine (bench/details_parse.py); generous for busy CI hosts.
+    assert elapsed < 6.0, f"parsing took {elapsed:.2f} s"
