@@ -465,7 +465,7 @@ class _TableBuilder:
                 self.slot[column] = len(indices)
                 indices.append(column)
         self.getter = itemgetter(*indices)  # at least Context, Context size and MinOpts
-        self.fixed: Dict[str, list] = {name: [] for name in _FIXED_COLUMNS if name in layout.columns}  # type: ignore[type-arg]
+        self.fixed: Dict[str, List[object]] = {name: [] for name in _FIXED_COLUMNS if name in layout.columns}
         self.line_numbers: List[int] = []
         self.base = [_MetricColumn() for _ in wanted]
         self.diff = [_MetricColumn() for _ in wanted] if layout.is_diff else self.base
