@@ -74,34 +74,29 @@ def test_diffable_output_and_disasm_differences(sample_chain, sample_chain_mch, 
     base_jit = sample_chain.base_dir / "libclrjit.so"
     diff_jit = sample_chain.core_root / "libclrjit.so"
     details = tmp_path / "d.csv"
-    spmi(sample_chain, "-a", "-details", details, base_jit, diff_jit, sample_chain_mch)
+    spmi(sample_chain, "-a", "-c", "1-120", "-details", details, base_jit, diff_jit, sample_chain_mch)
     rows = by_name(csv_rows(details))
-    same = [int(r["Context"]) for r in rows if r["Has diff"] == "False"][:3]
-    differ = [int(r["Context"]) for r in rows if r["Has diff"] == "True"][:3]
+    same = [int(r["Context"]) for r in rows if r["Has diff"] == "False"][:4]
+    differ = [int(r["Context"]) for r in rows if r["Has diff"] == "True"][:4]
+    picked = sorted(same + differ)
 
-    cache = {}
-
-    def text(jit, context, diffable):
-        key = (jit, context, diffable)
-        if key not in cache:
-            cache[key] = produce(jit, context, diffable)
-        return cache[key]
-
-    def produce(jit, context, diffable):
-        out = tmp_path / ("%s-%d-%d.dasm" % (jit.parent.name, context, diffable))
+    def texts(jit, diffable):
+        """Context -> listing, from one batched run."""
+        out = tmp_path / ("%s-%d.dasm" % (jit.parent.name, diffable))
         env = clean_env({"DOTNET_JitDisasm": "*", "DOTNET_JitStdOutFile": str(out),
                          "DOTNET_JitDisasmDiffable": "1" if diffable else "0"})
-        assert spmi(sample_chain, "-c", str(context), jit, sample_chain_mch, env=env).returncode == 0
-        return out.read_text(encoding="utf-8")
+        assert spmi(sample_chain, "-c", ",".join(map(str, picked)), jit, sample_chain_mch, env=env).returncode == 0
+        found = listings(out.read_text(encoding="utf-8"))
+        assert len(found) == len(picked)
+        return dict(zip(picked, found))
 
-    for context in same:
-        assert text(base_jit, context, True) == text(diff_jit, context, True)
-    for context in differ:
-        assert text(base_jit, context, True) != text(diff_jit, context, True)
-    handles = [c for c in same if "0xD1FFAB1E" in text(base_jit, c, True)][:1]
+    base, diff = texts(base_jit, True), texts(diff_jit, True)
+    assert all(base[c] == diff[c] for c in same)
+    assert all(base[c] != diff[c] for c in differ)
+    handles = [c for c in same if "0xD1FFAB1E" in base[c]]
     assert handles
-    for context in handles:
-        assert text(base_jit, context, False) != text(diff_jit, context, False)
+    raw_base, raw_diff = texts(base_jit, False), texts(diff_jit, False)
+    assert all(raw_base[c] != raw_diff[c] and "0xD1FFAB1E" not in raw_base[c] for c in handles)
 
 
 def test_release_jits_write_short_listings_to_stdout_and_report_metrics_on_request(sample_chain, sample_chain_mch, tmp_path):

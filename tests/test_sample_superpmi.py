@@ -229,7 +229,7 @@ def test_crash_hang_and_corrupt_records(sample_chain, tmp_path):
     generator.make_collection(corrupt, "linux", "x64", contexts=6, faults={"corrupt": [5]})
     assert spmi(sample_chain, "libclrjit.so", crash).returncode == -11
     with pytest.raises(subprocess.TimeoutExpired):
-        spmi(sample_chain, "libclrjit.so", hang, timeout=1.5)
+        spmi(sample_chain, "libclrjit.so", hang, timeout=1.0)
     result = spmi(sample_chain, "-details", tmp_path / "k.csv", "libclrjit.so", corrupt)
     assert result.returncode == 255 and b"ERROR: Method 5 is of low integrity." in result.stderr
     assert spmi(sample_chain, "-c", "1-4", "libclrjit.so", corrupt).returncode == 0
@@ -265,11 +265,13 @@ def test_repeat_count_writes_a_row_per_attempt(sample_chain, sample_chain_mch, t
     assert b"Loaded 2  Jitted 6  " in result.stdout
 
 
-def test_modelled_start_cost_applies_to_every_process(sample_chain, sample_chain_mch):
+def test_modelled_start_cost_applies_to_every_process(sample_chain, tmp_path):
     import time
-    env = clean_env({"SPMI_SAMPLE_START_MS": "300"}, fast=False)
+    small = tmp_path / "small.mch"
+    generator.make_collection(small, "linux", "x64", contexts=4)
+    env = clean_env({"SPMI_SAMPLE_START_MS": "300", "SPMI_SAMPLE_COMPILE_US": "0"}, fast=False)
     started = time.monotonic()
-    result = spmi(sample_chain, "-p", "2", "-v", "ewi", "libclrjit.so", sample_chain_mch, env=env)
+    result = spmi(sample_chain, "-p", "2", "-v", "ewi", "libclrjit.so", small, env=env)
     elapsed = time.monotonic() - started
     assert result.returncode == 0
     assert elapsed >= 0.6  # parent + workers each pay the start cost
