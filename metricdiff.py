@@ -296,7 +296,7 @@ def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRu
     log.info("")
     log.info("%s %s", "Measuring throughput of" if job.kind == TPDIFF else "Measuring JIT metrics of", mch)
     log.info("Invoking: %s", jitutil.format_command(argv, job.settings.host_os))
-    spmi_run = superpmi_tool.run_superpmi(argv, job.core_root, job.options.timeout)
+    spmi_run = run_measurement(argv, job.core_root, job.options.timeout)
     table = interpret_run(spmi_run, mch, files, job, run)
     if table is None:
         return
@@ -304,6 +304,20 @@ def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRu
         diff_throughput(job, mch, table, run)
     else:
         diff_memory(job.focus, mch, table, run)
+
+
+def run_measurement(argv: Sequence[str], core_root: Path, timeout: Optional[float]) -> superpmi_tool.SuperpmiRun:
+    """One superpmi (or pin) process, as `superpmi_tool.run_superpmi`, but its output (hundreds of
+    `<ASM_DIFF>` lines per collection) goes to the log as one block instead of a record per line."""
+    try:
+        result = jitutil.run(argv, cwd=core_root, timeout=timeout, log_output=False)
+    except jitutil.ToolTimeout as exc:
+        log.debug("%s", exc)
+        return superpmi_tool.SuperpmiRun(list(argv), None, None, timed_out=True, timeout_message=str(exc))
+    for stream in (result.stdout, result.stderr):
+        if stream.strip():
+            log.debug("%s", stream.rstrip("\n"))
+    return superpmi_tool.SuperpmiRun(list(argv), None, result)
 
 
 def interpret_run(spmi_run: superpmi_tool.SuperpmiRun, mch: Path, files: RunFiles, job: MetricJob,
@@ -445,6 +459,20 @@ def finish(run: MetricDiffRun, settings: spmi_config.Settings, as_json: bool) ->
         log.error("Memory gate: %s %s %s grew by %s (threshold %s%%)", breach.collection, breach.row,
                   BYTES_ALLOCATED, report.fmt_pct(breach.pct, direction=report.NEUTRAL),
                   report.fmt_threshold(run.threshold or 0))
+    emit_azdo_issues(run, breaches)
     if run.failures or not run.collections:
         return EXIT_FAILURE
     return EXIT_GATE if breaches else EXIT_OK
+
+
+def emit_azdo_issues(run: MetricDiffRun, breaches: Sequence[report.GateBreach]) -> None:
+    """Replay failures and gate breaches as AzDO timeline errors (only under AzDO)."""
+    if not jitutil.running_under_azdo():
+        return
+    for failure in run.failures:
+        print(jitutil.azdo_log_issue("error", f"{run.kind}: {failure.name}: {failure.reason}"), flush=True)
+    for breach in breaches:
+        print(jitutil.azdo_log_issue("error", f"memdiff gate: {breach.collection} {breach.row} {BYTES_ALLOCATED} "
+                                              f"{report.fmt_pct(breach.pct, direction=report.NEUTRAL)} "
+                                              f"(threshold {report.fmt_threshold(run.threshold or 0)}%)"),
+              flush=True)

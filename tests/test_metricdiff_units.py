@@ -426,3 +426,17 @@ def test_fast_example_selection_matches_the_top_lists():
             expected |= {e.context for e in model.top_regressions(candidates, row_class, by)}
             expected |= {e.context for e in model.top_improvements(candidates, row_class, by)}
     assert [e.context for e in selected] == sorted(expected)
+
+
+def test_azdo_issues_for_failures_and_gate(monkeypatch, capsys):
+    run = mem_run([_mem_collection("big.mch", (1000, 1400))])
+    run.failures.append(model.CollectionFailure("bad.mch", "JIT failed to initialize"))
+    monkeypatch.setenv("TF_BUILD", "True")
+    metricdiff.emit_azdo_issues(run, report.gate_breaches(run, 25.0))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["##vso[task.logissue type=error]memdiff: bad.mch: JIT failed to initialize",
+                     "##vso[task.logissue type=error]memdiff gate: big.mch FullOpts BytesAllocated +40.00%AZP25 "
+                     "(threshold 25%AZP25)"]
+    monkeypatch.delenv("TF_BUILD")
+    metricdiff.emit_azdo_issues(run, [])
+    assert capsys.readouterr().out == ""
