@@ -275,7 +275,6 @@ def replay(run: Run) -> int:
                 break
     except FramingError as error:
         raise FatalExit(-1, "Method %d is of low integrity." % error.number)
-    write_fail_list(run)
     counters = run.counters
     console.info(summary_line(counters.loaded, counters.jitted, counters.failed, counters.excluded,
                               counters.missing, counters.diffs if options.apply_diff else None))
@@ -294,10 +293,13 @@ def exit_code(run: Run) -> int:
     return 0
 
 
-def write_fail_list(run: Run) -> None:
+def add_failure(run: Run, number: int) -> None:
+    """Record a failing context once, in processing order (written as it happens)."""
+    if run.fail_list and run.fail_list[-1] == number:
+        return
+    run.fail_list.append(number)
     if run.fail_file is not None:
-        run.fail_file.write(format_mcl(run.fail_list))
-        run.fail_file.flush()
+        run.fail_file.write(format_mcl([number]))
 
 
 def ensure_jits_loaded(run: Run) -> None:
@@ -362,6 +364,9 @@ def report_progress(run: Run, ref: RecordRef, started: float) -> None:
 def act_out(run: Run, action: str) -> None:
     """Crash or hang the way a broken JIT would."""
     run.console.flush()
+    for stream in (run.fail_file, run.details):
+        if stream is not None:
+            stream.flush()
     if action == "crash":
         if hasattr(signal, "SIGSEGV") and os.name != "nt":
             signal.signal(signal.SIGSEGV, signal.SIG_DFL)
@@ -432,8 +437,7 @@ def compile_attempt(run: Run, ref: RecordRef, context) -> bool:
     has_error = "Error" in results
     if failed:
         counters.failed += 1
-        if ref.number not in run.fail_list:
-            run.fail_list.append(ref.number)
+        add_failure(run, ref.number)
     if "Miss" in results:
         counters.missing += 1
     if has_error:
@@ -445,8 +449,8 @@ def compile_attempt(run: Run, ref: RecordRef, context) -> bool:
         if has_diff:
             counters.diffs += 1
             run.console.issue("<ASM_DIFF> main method %d of size %d differs" % (ref.number, context.il_size))
-            if run.details is None and ref.number not in run.fail_list:
-                run.fail_list.append(ref.number)
+            if run.details is None:
+                add_failure(run, ref.number)
     if options.failure_limit and not limit_allows(run, results):
         return False
     write_row(run, ref, context, outcomes, has_diff)

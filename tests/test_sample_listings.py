@@ -166,3 +166,13 @@ def test_jit_dump_is_written_for_checked_jits(sample_chain, sample_chain_mch, tm
     assert spmi(sample_chain, "-c", "8", "libclrjit.so", sample_chain_mch, env=env).returncode == 0
     text = out.read_text(encoding="utf-8")
     assert text.startswith("****** START compiling ") and "*************** Starting PHASE" in text
+
+
+def test_altjit_compiles_only_methods_named_by_altjit(sample_chain, sample_chain_mch, tmp_path):
+    alt = generator.make_jit(tmp_path / "libclrjit_unix_x64_x64.so", "linux", "x64", altjit=True)
+    declined, accepted = tmp_path / "a.csv", tmp_path / "b.csv"
+    assert spmi(sample_chain, "-c", "1-5", "-details", declined, alt, sample_chain_mch).returncode == 0
+    assert spmi(sample_chain, "-c", "1-5", "-details", accepted, "-jitoption", "force", "AltJit=*", alt,
+                sample_chain_mch).returncode == 0
+    assert all(r["Result"] == "Success" and r["ActualCodeBytes"] == "0" for r in by_name(csv_rows(declined)))
+    assert all(int(r["ActualCodeBytes"]) > 0 for r in by_name(csv_rows(accepted)))
