@@ -1,0 +1,208 @@
+"""The Helix work-item driver on a payload whose superpmi.py is a scripted stand-in.
+
+The stand-in records each call and behaves as the scenario in $FAKE_SCENARIO says,
+so these tests pin down the driver's own steps (commands, copies, zip, placeholders,
+status, exit code) without depending on the real asmdiffs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+import asmdiffs_pipeline as pipeline
+import superpmi_asmdiffs as driver
+
+REPO = Path(__file__).resolve().parent.parent
+DRIVER_MODULES = ("superpmi_asmdiffs.py", "asmdiffs_pipeline.py", "jitutil.py", "platforms.py", "spmi_config.py")
+
+FAKE_SUPERPMI = r'''
+import json, os, sys
+from pathlib import Path
+argv = sys.argv[1:]
+scenario = os.environ.get("FAKE_SCENARIO", "diffs")
+with open(os.environ["FAKE_CALLS"], "a") as calls:
+    calls.write(json.dumps(argv) + "\n")
+def value(flag):
+    return argv[argv.index(flag) + 1] if flag in argv else None
+command = argv[0]
+if value("-log_file"):
+    Path(value("-log_file")).write_text("log of " + command + "\n")
+if command == "download":
+    sys.exit(1 if scenario == "download_fails" else 0)
+if command == "asmdiffs":
+    spmi = Path(value("-spmi_location"))
+    if scenario in ("diffs", "assert"):
+        (spmi / "asm.libraries.pmi" / "base").mkdir(parents=True, exist_ok=True)
+        (spmi / "asm.libraries.pmi" / "base" / "12.dasm").write_text("; base listing\n")
+        (spmi / "diff_summary.json").write_text(json.dumps({"fake": True, "scenario": scenario}))
+    if scenario == "assert":
+        print("============================== Assertions:")
+        print("=== Assertion #1/1 (count: 3): interval->isActive (/runtime/src/coreclr/jit/lsra.cpp:8124)")
+        print("Error: replay failures in 1 collection")
+        sys.exit(1)
+    if scenario == "nodiffs":
+        (spmi / "diff_summary.json").write_text(json.dumps({"fake": True, "scenario": scenario}))
+    sys.exit(0)
+if command == "summarize":
+    data = json.loads(Path(value("-summaries")).read_text())
+    Path(value("-output_long_summary_path")).write_text("summary of " + data["scenario"] + "\n")
+    sys.exit(0)
+sys.exit(9)
+'''
+
+
+def make_payload(root: Path, host_os: str = "linux") -> Path:
+    payload = root / "payload"
+    payload.mkdir(parents=True)
+    for name in DRIVER_MODULES:
+        shutil.copy2(REPO / name, payload / name)
+    (payload / "superpmi.py").write_text(FAKE_SUPERPMI)
+    for side in ("base", "diff"):
+        for target_arch in ("arm64", "x64"):
+            partition = pipeline.partition_for_target("linux", target_arch)
+            jit = payload / side / "checked" / partition.jit_name(host_os)
+            jit.parent.mkdir(parents=True, exist_ok=True)
+            jit.write_text("jit")
+    (payload / "base" / "baseline.json").write_text(json.dumps({"version": 1, "hashes": {"checked": "abc123"}}))
+    return payload
+
+
+def run_driver(tmp_path: Path, scenario: str, target_arch: str = "arm64", extra: List[str] = ()) -> Dict[str, object]:
+    payload = make_payload(tmp_path)
+    upload = tmp_path / "upload"
+    upload.mkdir(parents=True)
+    calls = tmp_path / "calls.jsonl"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update({"FAKE_SCENARIO": scenario, "FAKE_CALLS": str(calls), "HELIX_CORRELATION_PAYLOAD": str(payload),
+                "HELIX_WORKITEM_UPLOAD_ROOT": str(upload), "HELIX_PYTHONPATH": sys.executable})
+    argv = [sys.executable, str(payload / "superpmi_asmdiffs.py"), "-base_jit_directory", str(payload / "base"),
+            "-diff_jit_directory", str(payload / "diff"), "-log_directory", str(upload), "-arch", target_arch,
+            "-platform", "Linux", "-type", "asmdiffs", *extra]
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    call_list = [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
+    return {"proc": proc, "upload": upload, "payload": payload, "calls": call_list}
+
+
+def test_clean_run_leaves_every_declared_file(tmp_path: Path) -> None:
+    result = run_driver(tmp_path, "diffs", extra=["-base_jit_options", "JitNoCSE=1", "-diff_jit_options", "A=1;B=2"])
+    proc, upload, payload = result["proc"], result["upload"], result["payload"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    partition = pipeline.partition_for_target("linux", "arm64")
+    for name in pipeline.declared_results(partition, pipeline.expand_types("asmdiffs")):
+        assert (upload / name).is_file(), name
+    assert (upload / "superpmi_asmdiffs_summary_linux_arm64.md").read_text() == "summary of diffs\n"
+    assert json.loads((upload / "superpmi_asmdiffs_summary_linux_arm64.json").read_text())["fake"] is True
+    with zipfile.ZipFile(upload / "Asmdiffs_linux_arm64.zip") as archive:
+        assert archive.namelist() == ["asm.libraries.pmi/base/12.dasm"]
+    download, asmdiffs, summarize = result["calls"]
+    jit = "libclrjit_universal_arm64_x64.so"
+    assert download[:2] == ["download", "--no_progress"]
+    assert download[download.index("-core_root") + 1] == str(payload)
+    assert download[download.index("-spmi_location") + 1] == str(payload / "artifacts" / "spmi")
+    assert download[download.index("-log_file") + 1] == str(upload / "superpmi_download_linux_arm64.log")
+    assert asmdiffs[:2] == ["asmdiffs", "--no_progress"]
+    assert asmdiffs[asmdiffs.index("-arch") + 1] == "x64"
+    assert asmdiffs[asmdiffs.index("-target_arch") + 1] == "arm64"
+    assert asmdiffs[asmdiffs.index("-base_jit_path") + 1] == str(payload / "base" / "checked" / jit)
+    assert asmdiffs[asmdiffs.index("-diff_jit_path") + 1] == str(payload / "diff" / "checked" / jit)
+    assert asmdiffs[asmdiffs.index("-error_limit") + 1] == "100"
+    assert "--summary_as_json" in asmdiffs
+    assert [asmdiffs[i + 1] for i, a in enumerate(asmdiffs) if a == "-diff_jit_option"] == ["A=1", "B=2"]
+    assert [asmdiffs[i + 1] for i, a in enumerate(asmdiffs) if a == "-base_jit_option"] == ["JitNoCSE=1"]
+    assert summarize[:3] == ["summarize", "-summary_type", "asmdiffs"]
+    status = json.loads((upload / "superpmi_status_linux_arm64.json").read_text())
+    assert status["ok"] is True and status["partition"] == "linux-arm64"
+    assert status["baseline_hashes"] == {"asmdiffs": "abc123"}
+    assert "-base_git_hash abc123" in status["repro"]["asmdiffs"]
+    assert "-diff_jit_option A=1 -diff_jit_option B=2" in status["repro"]["asmdiffs"]
+    assert status["placeholders"] == []
+
+
+def test_assert_fails_the_work_item_but_keeps_summaries(tmp_path: Path) -> None:
+    result = run_driver(tmp_path, "assert")
+    proc, upload = result["proc"], result["upload"]
+    assert proc.returncode == 1
+    assert (upload / "superpmi_asmdiffs_summary_linux_arm64.md").read_text() == "summary of assert\n"
+    status = json.loads((upload / "superpmi_status_linux_arm64.json").read_text())
+    assert status["ok"] is False
+    step = next(s for s in status["steps"] if s["name"] == "asmdiffs")
+    assert step["exit_code"] == 1
+    assert step["problems"][0] == ("Assertion failed: interval->isActive (/runtime/src/coreclr/jit/lsra.cpp:8124) "
+                                   "(count: 3)")
+
+
+def test_no_diffs_zip_and_failed_download_placeholders(tmp_path: Path) -> None:
+    nodiffs = run_driver(tmp_path / "a", "nodiffs", target_arch="x64")
+    assert nodiffs["proc"].returncode == 0
+    with zipfile.ZipFile(nodiffs["upload"] / "Asmdiffs_linux_x64.zip") as archive:
+        assert archive.namelist() == ["nodiff.txt"]
+        assert archive.read("nodiff.txt").decode() == "No diffs found!"
+    failed = run_driver(tmp_path / "b", "download_fails")
+    upload = failed["upload"]
+    assert failed["proc"].returncode == 1
+    assert [c[0] for c in failed["calls"]] == ["download"]
+    for name in ("superpmi_asmdiffs_summary_linux_arm64.md", "superpmi_asmdiffs_summary_linux_arm64.json",
+                 "superpmi_asmdiffs_linux_arm64.log"):
+        assert (upload / name).read_text() == "<empty>"
+    status = json.loads((upload / "superpmi_status_linux_arm64.json").read_text())
+    assert sorted(status["placeholders"]) == sorted(["superpmi_asmdiffs_summary_linux_arm64.md",
+                                                     "superpmi_asmdiffs_summary_linux_arm64.json",
+                                                     "superpmi_asmdiffs_linux_arm64.log"])
+
+
+def test_missing_jit_is_a_failed_step(tmp_path: Path) -> None:
+    payload = make_payload(tmp_path / "p")
+    (payload / "diff" / "checked" / "libclrjit_universal_arm64_x64.so").unlink()
+    (tmp_path / "p" / "upload").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update({"FAKE_CALLS": str(tmp_path / "calls"), "HELIX_PYTHONPATH": sys.executable})
+    proc = subprocess.run([sys.executable, str(payload / "superpmi_asmdiffs.py"), "-base_jit_directory",
+                           str(payload / "base"), "-diff_jit_directory", str(payload / "diff"), "-log_directory",
+                           str(tmp_path / "p" / "upload"), "-arch", "arm64", "-platform", "linux"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    status = json.loads((tmp_path / "p" / "upload" / "superpmi_status_linux_arm64.json").read_text())
+    assert "is not in the payload" in status["steps"][-1]["problems"][0]
+
+
+def test_bad_arguments_are_one_line() -> None:
+    proc = subprocess.run([sys.executable, str(REPO / "superpmi_asmdiffs.py"), "-base_jit_directory", "b",
+                           "-diff_jit_directory", "d", "-log_directory", "l", "-arch", "arm64", "-platform", "beos"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().count("\n") == 0 and "-platform 'beos'" in proc.stderr
+
+
+def test_problems_in_output_and_repro() -> None:
+    text = "\n".join([
+        "[10:00:00] ISSUE: <ASSERT> #12 /src/jit/morph.cpp (3317) - Assertion failed '!\"bad\"' in 'A:B()' during "
+        "'Morph' (IL size 10; hash 0x0000abcd; FullOpts)",
+        "[10:00:01] Error: something broke",
+        "[10:00:01] Error: something broke",
+        "  Replay failures in 2 MCH files:",
+    ])
+    assert driver.problems_in_output(text) == ["Assertion failed: !\"bad\" (/src/jit/morph.cpp:3317) (count: 1)",
+                                               "Error: something broke", "Replay failures in 2 MCH files:"]
+    many = "\n".join(f"Error: e{i}" for i in range(30))
+    assert driver.problems_in_output(many, limit=5)[-1] == "... 25 more in the log"
+    asmdiffs = pipeline.DIFF_TYPES["asmdiffs"]
+    assert driver.repro_command("linux", "arm", asmdiffs, None, [], []) == (
+        "python src/coreclr/scripts/superpmi.py asmdiffs -target_os linux -target_arch arm -arch x86")
+
+
+def test_tool_environment_puts_payload_tools_first(tmp_path: Path) -> None:
+    (tmp_path / "jit-analyze").mkdir()
+    (tmp_path / "git" / "cmd").mkdir(parents=True)
+    env = driver.tool_environment(tmp_path, {"PATH": "/usr/bin"})
+    assert env["PATH"].split(os.pathsep) == [str(tmp_path / "jit-analyze"), str(tmp_path / "git" / "cmd"), "/usr/bin"]
+    assert driver.tool_environment(tmp_path / "none", {"PATH": "/usr/bin"})["PATH"] == "/usr/bin"

@@ -1,0 +1,189 @@
+"""Planning the superpmi-asmdiffs Helix work items: partitions, commands, the .proj (no I/O)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+import asmdiffs_pipeline as pipeline
+import superpmi_asmdiffs_setup as setup
+from jitutil import SuiteError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_partitions_per_host() -> None:
+    assert [p.name for p in pipeline.partitions_for_host("x64")] == [
+        "win-x64", "win-arm64", "linux-x64", "linux-arm64", "osx-arm64"]
+    assert [p.name for p in pipeline.partitions_for_host("x86")] == ["win-x86", "linux-arm"]
+    with pytest.raises(ValueError):
+        pipeline.partitions_for_host("arm64")
+
+
+@pytest.mark.parametrize("host_os, host_arch, expected", [
+    ("linux", "x64", ["libclrjit_universal_arm64_x64.so", "libclrjit_unix_x64_x64.so", "libclrjit_win_x64_x64.so"]),
+    ("linux", "x86", ["libclrjit_universal_arm_x86.so", "libclrjit_win_x86_x86.so"]),
+    ("windows", "x64", ["clrjit_universal_arm64_x64.dll", "clrjit_unix_x64_x64.dll", "clrjit_win_x64_x64.dll"]),
+    ("windows", "x86", ["clrjit_universal_arm_x86.dll", "clrjit_win_x86_x86.dll"]),
+])
+def test_required_jits_use_force_cross_names(host_os: str, host_arch: str, expected: list) -> None:
+    assert pipeline.required_jit_names(host_os, host_arch) == expected
+
+
+def test_work_item_host_arch() -> None:
+    assert [pipeline.work_item_host_arch(a) for a in ("x64", "arm64", "x86", "arm")] == ["x64", "x64", "x86", "x86"]
+
+
+def test_result_names_read_case_insensitively() -> None:
+    parsed = pipeline.parse_result_name("superpmi_asmdiffs_summary_Linux_ARM64.md")
+    assert parsed == pipeline.ResultName("asmdiffs", "linux", "arm64", "md")
+    assert pipeline.parse_result_name("SUPERPMI_ASMDIFFS_SUMMARY_OSX_arm64.JSON").target_os == "osx"
+    assert pipeline.parse_result_name("superpmi_asmdiffs_short_summary_linux_x64.md") is None
+    assert pipeline.parse_result_name("superpmi_download_linux_x64.log") is None
+    assert pipeline.parse_status_name("superpmi_status_Windows_x86.json") == ("windows", "x86")
+
+
+def test_declared_results_per_type() -> None:
+    partition = pipeline.partitions_for_host("x86")[1]
+    names = pipeline.declared_results(partition, pipeline.expand_types("asmdiffs"))
+    assert names == ["superpmi_download_linux_arm.log", "superpmi_status_linux_arm.json",
+                     "superpmi_asmdiffs_linux_arm.log", "superpmi_asmdiffs_summary_linux_arm.md",
+                     "superpmi_asmdiffs_summary_linux_arm.json", "Asmdiffs_linux_arm.zip"]
+    everything = pipeline.declared_results(partition, pipeline.expand_types("all"))
+    assert "superpmi_tpdiff_summary_linux_arm.md" in everything
+    assert "superpmi_memdiff_summary_linux_arm.json" in everything
+    assert pipeline.flavours_for(pipeline.expand_types("all")) == ["checked", "release"]
+
+
+def test_overall_summary_names_order_the_tabs() -> None:
+    names = [pipeline.overall_summary_name(t, "windows", "x64") for t in ("memdiff", "asmdiffs", "tpdiff")]
+    assert sorted(names) == ["1_overall_asmdiffs_summary_windows_x64.md", "2_overall_tpdiff_summary_windows_x64.md",
+                             "3_overall_memdiff_summary_windows_x64.md"]
+
+
+def test_work_item_command_unix_matches_contract() -> None:
+    items = setup.plan_work_items("linux", "x64", "asmdiffs")
+    assert [i.name for i in items] == ["win-x64", "win-arm64", "linux-x64", "linux-arm64", "osx-arm64"]
+    command = setup.render_command(items[3].command, "linux")
+    assert command == ('"${HELIX_PYTHONPATH}" "${HELIX_CORRELATION_PAYLOAD}/superpmi_asmdiffs.py" '
+                       '-base_jit_directory "${HELIX_CORRELATION_PAYLOAD}/base" '
+                       '-diff_jit_directory "${HELIX_CORRELATION_PAYLOAD}/diff" '
+                       '-log_directory "${HELIX_WORKITEM_UPLOAD_ROOT}" -arch arm64 -platform linux -type asmdiffs')
+
+
+def test_work_item_command_windows_with_options() -> None:
+    items = setup.plan_work_items("windows", "x86", "asmdiffs", ["JitNoCSE=1", "JitStressModeNames=STRESS_A STRESS_B"])
+    command = setup.render_command(items[0].command, "windows")
+    assert command.startswith('"%HELIX_PYTHONPATH%" "%HELIX_CORRELATION_PAYLOAD%\\superpmi_asmdiffs.py" '
+                              '-base_jit_directory "%HELIX_CORRELATION_PAYLOAD%\\base"')
+    assert command.endswith('-arch x86 -platform windows -type asmdiffs '
+                            '-base_jit_options "JitNoCSE=1;JitStressModeNames=STRESS_A STRESS_B"')
+    with pytest.raises(SuiteError):
+        setup.render_command(setup.plan_work_items("windows", "x86", "asmdiffs", ["A=%PATH%"])[0].command, "windows")
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_unix_command_expands_like_the_local_runner(tmp_path: Path) -> None:
+    """The shell reading the .proj command builds the same argv the local runner uses."""
+    tricky = ["A=b c", "Q=\"quoted\" $HOME `x` \\ ;&|"]
+    collections = setup.CollectionPlan(common=(setup.under(setup.PAYLOAD, "linux", "collections", "my dir"),))
+    item = setup.plan_work_items("linux", "x64", "asmdiffs", tricky, ["D=1"], collections)[0]
+    env = {"HELIX_PYTHONPATH": sys.executable, "HELIX_CORRELATION_PAYLOAD": str(tmp_path / "pay load"),
+           "HELIX_WORKITEM_UPLOAD_ROOT": str(tmp_path / "up"), "PATH": os.environ.get("PATH", "")}
+    printer = tmp_path / "print_argv.py"
+    printer.write_text("import json, sys; print(json.dumps(sys.argv[1:]))\n")
+    expected = setup.expand_command(item.command, env)
+    # Run the shell command with the driver replaced by the argv printer.
+    env["HELIX_CORRELATION_PAYLOAD"] = str(tmp_path / "pay load")
+    (tmp_path / "pay load").mkdir()
+    shutil.copy(printer, tmp_path / "pay load" / "superpmi_asmdiffs.py")
+    out = subprocess.run(["sh", "-c", setup.render_command(item.command, "linux")], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    import json
+    assert json.loads(out) == expected[2:]
+    assert expected[expected.index("-base_jit_options") + 1] == ";".join(tricky)
+
+
+def test_msbuild_escape_round_trips() -> None:
+    for text in ['"${HELIX_PYTHONPATH}" x', "%HELIX_PYTHONPATH%\\a.py", "a;b", "%41 %(x) $(y) @(z)", "100%"]:
+        escaped = setup.msbuild_escape(text)
+        assert setup.msbuild_unescape(escaped) == text
+        assert "$(" not in escaped and "@(" not in escaped and "%(" not in escaped and ";" not in escaped
+
+
+def test_proj_has_one_work_item_per_partition() -> None:
+    items = setup.plan_work_items("windows", "x64", "asmdiffs", diff_jit_options=["JitNoCSE=1", "X=2"])
+    text = setup.render_proj(items, "windows", "C:\\payload", "asmdiffs", install_requirements=True)
+    root = ET.fromstring(text)
+    assert root.tag == "Project" and root.get("Sdk") == "Microsoft.DotNet.Helix.Sdk"
+    work_items = root.findall("./ItemGroup/HelixWorkItem")
+    assert [w.get("Include") for w in work_items] == ["win-x64", "win-arm64", "linux-x64", "linux-arm64", "osx-arm64"]
+    for element, item in zip(work_items, items):
+        assert element.findtext("Timeout") == "2:00:00"
+        command = setup.msbuild_unescape(element.findtext("Command"))
+        assert command == setup.render_command(item.command, "windows")
+        assert f"-arch {item.partition.target_arch} -platform {item.partition.target_os} -type asmdiffs" in command
+        results = element.findtext("DownloadFilesFromResults").split(";")
+        label = item.partition.label
+        assert f"superpmi_asmdiffs_summary_{label}.md" in results
+        assert f"Asmdiffs_{label}.zip" in results
+        assert f"superpmi_download_{label}.log" in results
+    payload = root.find("./ItemGroup/HelixCorrelationPayload")
+    assert payload.get("Include") == "$(CorrelationPayloadDirectory)"
+    default = root.find("./PropertyGroup/CorrelationPayloadDirectory")
+    assert default.text == "C:\\payload" and "== ''" in default.get("Condition")
+    pre = setup.msbuild_unescape(root.findtext("./PropertyGroup/HelixPreCommands"))
+    assert "-m pip install" in pre and "requirements.txt" in pre
+
+
+def test_payload_needs_and_missing_description(tmp_path: Path) -> None:
+    items = setup.plan_work_items("linux", "x86", "asmdiffs")
+    types = pipeline.expand_types("asmdiffs")
+    for name in ("superpmi_asmdiffs.py", "superpmi.py", "asmdiffs_pipeline.py", "superpmi", "mcs",
+                 "base/checked/libclrjit_win_x86_x86.so", "diff/checked/libclrjit_win_x86_x86.so",
+                 "diff/checked/libclrjit_universal_arm_x86.so"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    missing = setup.missing_needs(tmp_path, items, "linux", types)
+    assert list(missing) == ["linux-arm"]
+    assert [n.path for n in missing["linux-arm"]] == ["base/checked/libclrjit_universal_arm_x86.so"]
+    text = setup.describe_missing(missing)
+    assert text == ("the payload lacks base/checked/libclrjit_universal_arm_x86.so "
+                    "(checked baseline JIT; needed by linux-arm)")
+    release_missing = setup.missing_needs(tmp_path, items, "linux", pipeline.expand_types("tpdiff"))
+    assert {n.path for n in release_missing["win-x86"]} == {"base/release/libclrjit_win_x86_x86.so",
+                                                            "diff/release/libclrjit_win_x86_x86.so"}
+
+
+def test_split_options_and_variables() -> None:
+    assert setup.split_options("a=1; b=2;;") == ["a=1", "b=2"]
+    assert setup.split_options(None) == []
+    assert setup.helix_source_prefix({"BUILD_REASON": "PullRequest"}) == "pr"
+    assert setup.helix_source_prefix({}) == "ci"
+    variables = dict(setup.pipeline_variables(Path("/p"), "x86", "me", "pr"))
+    assert variables == {"CorrelationPayloadDirectory": str(Path("/p")), "Architecture": "x86",
+                         "Creator": "me", "HelixSourcePrefix": "pr"}
+
+
+def test_local_work_item_environment_hides_the_repository() -> None:
+    base = {"PATH": "/bin", "PYTHONPATH": str(REPO), "TF_BUILD": "True", "GITHUB_STEP_SUMMARY": "/x",
+            "SUPERPMI_CACHE_DIRECTORY": "/c", "HELIX_OLD": "1", "HOME": "/root"}
+    env = setup.work_item_environment(base, {"HELIX_CORRELATION_PAYLOAD": "/p"})
+    assert env == {"PATH": "/bin", "HOME": "/root", "HELIX_CORRELATION_PAYLOAD": "/p"}
+
+
+def test_collection_plan_per_partition() -> None:
+    common = (setup.literal("https://example.invalid/a.mch"),)
+    own = (setup.under(setup.PAYLOAD, "linux", "collections", "private_store_0", "g", "linux", "arm"),)
+    plan = setup.CollectionPlan(common, (("linux-arm", own),))
+    items = {i.name: i for i in setup.plan_work_items("linux", "x86", "asmdiffs", collections=plan)}
+    arm = setup.render_command(items["linux-arm"].command, "linux")
+    x86 = setup.render_command(items["win-x86"].command, "linux")
+    assert arm.endswith('-mch_files https://example.invalid/a.mch "${HELIX_CORRELATION_PAYLOAD}/collections/'
+                        'private_store_0/g/linux/arm"')
+    assert x86.endswith("-mch_files https://example.invalid/a.mch")
