@@ -275,3 +275,21 @@ def test_modelled_start_cost_applies_to_every_process(sample_chain, tmp_path):
     elapsed = time.monotonic() - started
     assert result.returncode == 0
     assert elapsed >= 0.6  # parent + workers each pay the start cost
+
+
+def test_match_hash_and_exclusion_file(sample_chain, tmp_path):
+    from sample import mchfile
+    path = tmp_path / "x.mch"
+    generator.make_collection(path, "linux", "x64", contexts=12)
+    entries = mchfile.decode_toc((tmp_path / "x.mch.mct").read_bytes())
+    wanted = entries[6].method_hash
+    details = tmp_path / "m.csv"
+    result = spmi(sample_chain, "-matchHash", wanted.upper(), "-details", details, "libclrjit.so", path)
+    assert result.returncode == 0
+    matching = [e.number for e in entries if e.method_hash == wanted]
+    assert [int(r[0]) for r in csv_rows(details)[1:]] == matching
+    (tmp_path / "x.mch.exc").write_text(entries[2].method_hash + "\n")
+    excluded = spmi(sample_chain, "libclrjit.so", path)
+    excluded_count = sum(1 for e in entries if e.method_hash == entries[2].method_hash)
+    assert ("Excluded %d Missing 0" % excluded_count).encode() in excluded.stdout
+    assert b"main method 3 of size " in excluded.stdout and b"with was excluded from the compilation." in excluded.stdout
