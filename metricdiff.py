@@ -442,21 +442,23 @@ def diff_memory(focus: str, mch: Path, table: details.DetailsTable, run: MetricD
 
 
 def finish(run: MetricDiffRun, settings: spmi_config.Settings, as_json: bool) -> int:
+    """Summaries, the closing console block, and the exit code (0 ok, 1 failure, 2 memory gate)."""
     log.info("")
-    written: List[Path] = []
     if run.collections:
         written = write_run_summaries(run, settings.spmi_location, as_json)
         log.info("%s summary:", run.kind)
         for path in written:
             log.info("  %s", path)
     else:
-        log.error("No collection produced %s results; no summary written",
+        log.error("Error: no collection produced %s results; no summary written",
                   "throughput" if run.kind == TPDIFF else "metric")
-    for failure in run.failures:
-        log.error("Replay failed: %s: %s", failure.name, failure.reason)
+    if run.failures:
+        log.error("  Replay failures in %d MCH files:", len(run.failures))
+        for failure in run.failures:
+            log.error("    %s (%s)", failure.name, failure.reason)
     breaches = report.gate_breaches(run, run.threshold) if run.kind == MEMDIFF else []
     for breach in breaches:
-        log.error("Memory gate: %s %s %s grew by %s (threshold %s%%)", breach.collection, breach.row,
+        log.error("Error: memory gate: %s %s %s grew by %s (threshold %s%%)", breach.collection, breach.row,
                   BYTES_ALLOCATED, report.fmt_pct(breach.pct, direction=report.NEUTRAL),
                   report.fmt_threshold(run.threshold or 0))
     emit_azdo_issues(run, breaches)

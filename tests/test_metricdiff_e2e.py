@@ -180,7 +180,7 @@ def test_memdiff_over_the_threshold_exits_2_with_a_red_first_line(blowup_run):
         assert re.search(r"aspnet\.run\.\S+\.mch Overall \+(39|40|41)\.\d\d%", first)
         assert "benchmarks" not in first
         assert "at least +25%" in text
-    assert "Memory gate: aspnet.run" in result.stdout
+    assert "Error: memory gate: aspnet.run" in result.stdout
 
 
 def test_memdiff_under_the_threshold_exits_0(sample, tmp_path):
@@ -209,7 +209,7 @@ def test_memdiff_fails_on_a_jit_that_cannot_load(sample, tmp_path):
     result = run_cli("memdiff", *jit_args(sample, diff), "-mch_files", sample.collection("libraries.pmi"),
                      "-spmi_location", tmp_path / "spmi", "--sequential")
     assert result.returncode == 1
-    assert "JIT failed to initialize" in result.stdout
+    assert "JIT failed to initialize" in result.stdout and "Replay failures in 1 MCH files:" in result.stdout
     assert not list((tmp_path / "spmi").glob("memdiff*"))
 
 
