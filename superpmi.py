@@ -20,7 +20,7 @@ log = logging.getLogger("superpmi")
 
 # Each module defines register(subparsers) adding its command(s); every
 # command sets `func(args) -> int` as its parser default.
-COMMAND_MODULES: List[str] = ["replay", "metricdiff", "summarize_cmd", "mch_commands"]
+COMMAND_MODULES: List[str] = ["replay", "asmdiffs", "metricdiff", "summarize_cmd", "mch_commands"]
 
 
 def build_parser() -> ArgumentParser:
