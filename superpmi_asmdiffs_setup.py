@@ -390,6 +390,9 @@ def prepare_payload_directory(payload: Path, clean: bool) -> None:
         if not clean:
             raise SuiteError(f"-payload_directory '{payload}' is not empty; pass a new or empty directory, "
                              "or --clean to empty it first")
+        if not (payload / pipeline.DRIVER_SCRIPT).is_file():
+            raise SuiteError(f"-payload_directory '{payload}' is not empty and holds no earlier payload "
+                             f"({pipeline.DRIVER_SCRIPT} missing); refusing to empty it with --clean")
         log.info("Emptying %s", payload)
         shutil.rmtree(payload)
     payload.mkdir(parents=True, exist_ok=True)

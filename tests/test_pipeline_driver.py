@@ -15,7 +15,6 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List
 
-import pytest
 
 import asmdiffs_pipeline as pipeline
 import superpmi_asmdiffs as driver

@@ -187,3 +187,19 @@ def test_collection_plan_per_partition() -> None:
     assert arm.endswith('-mch_files https://example.invalid/a.mch "${HELIX_CORRELATION_PAYLOAD}/collections/'
                         'private_store_0/g/linux/arm"')
     assert x86.endswith("-mch_files https://example.invalid/a.mch")
+
+
+def test_clean_only_empties_an_earlier_payload(tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "precious.txt").write_text("keep")
+    with pytest.raises(SuiteError, match="refusing to empty"):
+        setup.prepare_payload_directory(other, clean=True)
+    with pytest.raises(SuiteError, match="not empty"):
+        setup.prepare_payload_directory(other, clean=False)
+    assert (other / "precious.txt").read_text() == "keep"
+    earlier = tmp_path / "earlier"
+    (earlier / "base").mkdir(parents=True)
+    (earlier / "superpmi_asmdiffs.py").write_text("")
+    setup.prepare_payload_directory(earlier, clean=True)
+    assert earlier.is_dir() and not any(earlier.iterdir())

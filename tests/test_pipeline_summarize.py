@@ -6,9 +6,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import List
 
-import pytest
+
 
 import asmdiffs_pipeline as pipeline
 import pipeline_markdown as md
