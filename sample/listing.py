@@ -4,11 +4,11 @@ context, its :class:`~model.CodePlan` and the display options.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import List, Sequence, Tuple
 
 from .context import MethodContext, tier_long_name
-from .model import CodePlan, allocated_code_bytes, mix
+from .model import CodePlan, allocated_code_bytes, loop_padding, mix, prolog_instruction_count
 
 DIFFABLE_HANDLE = "0xD1FFAB1E"
 FOOTER_RULE = "; " + "=" * 60
@@ -32,8 +32,15 @@ class Group:
     size: int = 0
     weight: str = "1"
     perf: float = 0.0
-    aligns: int = 0
-    align_bytes: int = 0
+    align_pads: List[int] = field(default_factory=list)
+
+    @property
+    def aligns(self) -> int:
+        return len(self.align_pads)
+
+    @property
+    def align_bytes(self) -> int:
+        return sum(self.align_pads)
 
 
 _REGS = {
@@ -166,7 +173,7 @@ def layout_groups(context: MethodContext, plan: CodePlan) -> List[Group]:
     h = context.hash64
     body_count = max(1, min(f.blocks, 48))
     regular = plan.instr_count - plan.aligned_loops
-    prolog = min(max(regular - 2, 0), 2 + min(f.args, 4)) if regular >= 3 else 0
+    prolog = prolog_instruction_count(f.args, regular)
     epilog = 2 if regular - prolog >= 3 else min(1, regular - prolog)
     body_total = regular - prolog - epilog
     weights = [1 + mix(h, index) % 5 for index in range(body_count)]
@@ -177,7 +184,7 @@ def layout_groups(context: MethodContext, plan: CodePlan) -> List[Group]:
     groups = [Group(1, prolog)] + [Group(index + 2, count) for index, count in enumerate(body)]
     groups.append(Group(body_count + 2, epilog))
     _place_alignment(groups, plan, context)
-    _assign_sizes(groups, plan)
+    _assign_sizes(groups, plan, context.target_arch)
     _assign_weights(groups, context)
     _assign_perf(groups, plan)
     return groups
@@ -187,19 +194,16 @@ def _place_alignment(groups: List[Group], plan: CodePlan, context: MethodContext
     if not plan.aligned_loops:
         return
     candidates = groups[1:-1] if len(groups) > 2 else groups
-    per_loop: List[int] = []
-    remaining = plan.align_padding
     for loop in range(plan.aligned_loops):
-        share = remaining if loop == plan.aligned_loops - 1 else plan.align_padding // plan.aligned_loops
-        per_loop.append(share)
-        remaining -= share
-    for loop, pad in enumerate(per_loop):
         group = candidates[(loop * 3) % len(candidates)]
-        group.aligns += 1
-        group.align_bytes += pad
+        group.align_pads.append(loop_padding(context.hash64, loop, context.target_arch))
 
 
-def _assign_sizes(groups: List[Group], plan: CodePlan) -> None:
+def _assign_sizes(groups: List[Group], plan: CodePlan, arch: str) -> None:
+    if arch == "arm64":  # fixed-size encoding
+        for group in groups:
+            group.size = 4 * group.instructions + group.align_bytes
+        return
     regular_bytes = plan.code_bytes - plan.align_padding
     total_instr = sum(g.instructions for g in groups)
     first = groups[0]
@@ -326,12 +330,8 @@ def group_instructions(context: MethodContext, plan: CodePlan, groups: Sequence[
         if lines and len(groups) > 3:
             target = groups[1 + mix(context.hash64, group.index, 5) % (len(groups) - 2)].index
             lines[-1] = _branch(arch, "G_M%s_IG%02d" % (method_label_number(context, options.checked), target))
-    if group.aligns:
-        next_index = group.index + 1
-        pad_each = group.align_bytes // group.aligns
-        for number in range(group.aligns):
-            pad = group.align_bytes - pad_each * (group.aligns - 1) if number == group.aligns - 1 else pad_each
-            lines.append("align    [%d bytes for IG%02d]" % (pad, next_index))
+    for pad in group.align_pads:
+        lines.append("align    [%d bytes for IG%02d]" % (pad, group.index + 1))
     indent = " " * (12 if arch == "arm64" else 7)
     return [indent + line for line in lines]
 

@@ -116,6 +116,19 @@ def variant_change(context: MethodContext, variant: str) -> Change:
     return Change("none")
 
 
+def prolog_instruction_count(args: int, regular_instructions: int) -> int:
+    """Instructions in the prolog group (shared by the plan and the listing layout)."""
+    if regular_instructions < 3:
+        return 0
+    return min(regular_instructions - 2, 2 + min(args, 4))
+
+
+def loop_padding(method_hash: int, loop: int, arch: str) -> int:
+    """Alignment padding bytes before loop number ``loop``."""
+    pad = (method_hash >> (16 + loop % 24)) % 16
+    return pad - pad % 4 if arch in ("arm64", "arm") else pad
+
+
 def inline_count(context: MethodContext, knobs: Knobs) -> int:
     if context.minopts or knobs.no_inline:
         return 0
@@ -148,14 +161,13 @@ def plan_code(context: MethodContext, spec: JitSpec, knobs: Knobs) -> CodePlan:
     else:
         average = _AVERAGE_SIZE.get(arch, 38) + (h >> 8) % 7 - 3
         code_bytes = max(instr, instr * average // 10)
-    padding = 0
-    if aligned:
-        for loop in range(aligned):
-            pad = (h >> (16 + loop % 24)) % 16
-            padding += pad - pad % 4 if arch in ("arm64", "arm") else pad
+    padding = sum(loop_padding(h, loop, arch) for loop in range(aligned)) if aligned else 0
     code_bytes += padding
     instr += aligned
-    prolog = min(code_bytes, 1 + f.args * 3 + (h >> 12) % 9 + (4 if optimized else 10))
+    if arch == "arm64":
+        prolog = 4 * prolog_instruction_count(f.args, instr - aligned)
+    else:
+        prolog = min(code_bytes, 1 + f.args * 3 + (h >> 12) % 9 + (4 if optimized else 10))
     cold = code_bytes // 5 if (optimized and f.eh and (h >> 30) % 5 == 0) else 0
     rodata = 8 * (2 + (h >> 40) % 6) if (optimized and f.blocks > 8 and (h >> 33) % 6 == 0) else 0
     slack = (4 - code_bytes % 4) % 4 if (h >> 24) % 4 == 0 else 0

@@ -266,3 +266,5 @@ def test_layout_never_loses_instructions(contexts):
         groups = layout_groups(context, plan)
         assert sum(g.instructions + g.aligns for g in groups) == plan.instr_count
         assert sum(g.size for g in groups) == plan.code_bytes
+        assert all(g.size % 4 == 0 for g in groups)  # arm64 instructions are 4 bytes
+        assert groups[0].size == plan.prolog_size
