@@ -1,0 +1,255 @@
+"""The whole superpmi-asmdiffs pipeline run locally on the sample toolchain, for both hosts.
+
+x64 host (5 work items): the windows-x64 diff JIT asserts, the linux-x64 diff JIT is
+the baseline (no diffs), the arm64 targets have ordinary diffs.
+x86 host (2 work items): windows-x86 has diffs; the private store has nothing for
+linux-arm, so its work item must download, cannot (the storage URL points at a
+closed local port) and leaves only placeholders: MISSING in the summary.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+import asmdiffs_pipeline as pipeline
+import superpmi_asmdiffs_setup as setup
+
+REPO = Path(__file__).resolve().parent.parent
+BASELINE_HASH = "0123456789abcdef0123456789abcdef01234567"
+HOST_OS = "windows" if sys.platform.startswith("win") else ("osx" if sys.platform == "darwin" else "linux")
+CLOSED_STORAGE = "http://127.0.0.1:9/devstoreaccount1"
+
+
+@dataclass
+class HostRun:
+    host_arch: str
+    proc: subprocess.CompletedProcess
+    payload: Path
+    local: Path
+    toolchain: Path
+    github_summary: Path
+
+    @property
+    def results(self) -> Path:
+        return self.local / "helixresults"
+
+    @property
+    def overall(self) -> str:
+        name = pipeline.overall_summary_name("asmdiffs", HOST_OS, self.host_arch)
+        return (self.results / name).read_text(encoding="utf-8")
+
+
+def make_toolchain(out: Path, host_arch: str) -> Path:
+    subprocess.run([sys.executable, str(REPO / "sample" / "make_toolchain.py"), str(out), "--contexts", "24",
+                    "--collections", "libraries.pmi", "--host_arch", host_arch, "--seed", "3"],
+                   check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def make_jit(path: Path, target: str, faults: str) -> None:
+    subprocess.run([sys.executable, str(REPO / "sample" / "make_toolchain.py"), "jit", str(path), "--target", target,
+                    "--variant", "diff", "--faults", faults], check=True, stdout=subprocess.DEVNULL)
+
+
+def jit_name(target_os: str, target_arch: str) -> str:
+    return pipeline.partition_for_target(target_os, target_arch).jit_name(HOST_OS)
+
+
+def run_host(root: Path, host_arch: str, github_summary: Path) -> HostRun:
+    toolchain = make_toolchain(root / f"toolchain_{host_arch}", host_arch)
+    product = root / f"product_{host_arch}"
+    shutil.copytree(toolchain / "core_root", product)
+    store = root / f"store_{host_arch}"
+    shutil.copytree(toolchain / "collections", store)
+    if host_arch == "x64":
+        make_jit(product / jit_name("windows", "x64"), "windows-x64", '{"assert_every": 2}')
+        shutil.copy2(toolchain / "base" / jit_name("linux", "x64"), product / jit_name("linux", "x64"))
+    else:
+        for guid_dir in store.iterdir():
+            shutil.rmtree(guid_dir / "linux" / "arm")
+    env = dict(os.environ)
+    env.update({"TF_BUILD": "True", "GITHUB_STEP_SUMMARY": str(github_summary), "PYTHONPATH": str(REPO),
+                "SUPERPMI_STORAGE_URL": CLOSED_STORAGE, "SUPERPMI_STORAGE_RETRIES": "1"})
+    payload = root / f"payload_{host_arch}"
+    argv = [sys.executable, str(REPO / "superpmi_asmdiffs_setup.py"), "-product_directory", str(product),
+            "-host_arch", host_arch, "-payload_directory", str(payload), "-base_jit_directory",
+            str(toolchain / "base"), "-base_git_hash", BASELINE_HASH, "-private_store", str(store),
+            "-diff_jit_options", "JitNoCSE=0;JitNoInline=0", "--run_locally", "-parallelism", "3"]
+    work = root / f"cwd_{host_arch}"
+    work.mkdir()
+    proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    return HostRun(host_arch, proc, payload, root / f"payload_{host_arch}_local", toolchain, github_summary)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Dict[str, HostRun]:
+    root = tmp_path_factory.mktemp("pipeline")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:  # the hosts' pipelines run side by side
+        futures = {arch: pool.submit(run_host, root, arch, root / f"github_step_summary_{arch}.md")
+                   for arch in ("x64", "x86")}
+        return {arch: future.result() for arch, future in futures.items()}
+
+
+def show(run: HostRun) -> str:
+    return f"exit {run.proc.returncode}\nstdout:\n{run.proc.stdout[-6000:]}\nstderr:\n{run.proc.stderr[-3000:]}"
+
+
+def sections(text: str) -> Dict[str, str]:
+    """`## <os> <arch>` sections of an overall summary."""
+    parts = re.split(r"^## (\S+ \S+)\n", text, flags=re.MULTILINE)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
+
+
+def impact_rows(text: str) -> List[List[str]]:
+    start = text.index("**Impact by collection**")
+    rows = []
+    for line in text[start:].splitlines()[4:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line.strip("|").split("|"))
+    return rows
+
+
+def number(cell: str) -> int:
+    return int(re.sub(r"<[^>]+>", "", cell).replace(",", "").replace("+", ""))
+
+
+def test_every_work_item_ran_and_left_its_files(runs) -> None:
+    for arch in ("x64", "x86"):
+        run = runs[arch]
+        assert run.proc.returncode == 1, show(run)  # one platform fails on each host
+        partitions = pipeline.partitions_for_host(arch)
+        items = sorted(p.name for p in (run.local / "workitems").iterdir())
+        assert items == sorted(p.name for p in partitions)
+        for partition in partitions:
+            folder = run.results / partition.name
+            for name in pipeline.declared_results(partition, pipeline.expand_types("asmdiffs")):
+                assert (folder / name).is_file(), f"{partition.name}: {name}\n{show(run)}"
+            summary = (folder / pipeline.summary_md_name("asmdiffs", *partition.label.split("_"))).read_text()
+            assert (summary == "<empty>") == (partition.name == "linux-arm"), partition.name
+        proj = ET.parse(run.payload.with_name(run.payload.name + "_helix") / "superpmi-asmdiffs.proj")
+        assert [w.get("Include") for w in proj.getroot().iter("HelixWorkItem")] == [p.name for p in partitions]
+        for name in ("CorrelationPayloadDirectory", "Architecture", "Creator", "HelixSourcePrefix"):
+            assert f"##vso[task.setvariable variable={name}]" in run.proc.stdout
+        assert f"##vso[task.setvariable variable=Architecture]{arch}\n" in run.proc.stdout
+
+
+def test_x64_summary_box_impact_order_and_platforms(runs) -> None:
+    run = runs["x64"]
+    text = run.overall
+    assert text.startswith(f"# ASM diffs generated on {HOST_OS} x64\n")
+    found = sections(text)
+    assert set(found) == {"windows x64", "windows arm64", "linux x64", "linux arm64", "osx arm64"}, show(run)
+    box = text[:text.index("**Impact by collection**")]
+    assert "Work item problems" in box and "windows x64" in box
+    assert "Replay problems" in box and "JIT assert" in box
+    assert "Assertion" not in box.split("Replay problems")[0] or "asmdiffs failed" in box
+    for quiet in ("linux x64", "linux arm64", "osx arm64", "windows arm64"):
+        assert f"|{quiet}|" not in box.split("**Replay problems**")[0]
+    rows = impact_rows(text)
+    assert rows, text[:3000]
+    deltas = [abs(number(row[4])) for row in rows]
+    assert deltas == sorted(deltas, reverse=True)
+    assert {row[0] for row in rows} >= {"windows arm64", "linux arm64", "osx arm64"}
+    assert "No diffs" in found["linux x64"].split("\n\n")[0]
+    assert "No diffs" not in found["linux arm64"].split("\n\n")[0]
+    for label, body in found.items():
+        target_os, target_arch = label.split()
+        assert (f"superpmi.py asmdiffs -target_os {target_os} -target_arch {target_arch} -arch x64 "
+                f"-base_git_hash {BASELINE_HASH}") in body
+        assert "-diff_jit_option JitNoCSE=0" in body
+    assert "```diff" not in text and "<pre><code>" in text  # fences rewritten for AzDO
+    path = run.results / pipeline.overall_summary_name("asmdiffs", HOST_OS, "x64")
+    assert f"##vso[task.uploadsummary]{path}\n" in run.proc.stdout
+    issues = [line for line in run.proc.stdout.splitlines() if line.startswith("##vso[task.logissue type=error]")]
+    assert len(issues) == 1 and issues[0].startswith("##vso[task.logissue type=error]asmdiffs on windows x64:")
+
+
+def test_x86_missing_platform_and_placeholders(runs) -> None:
+    run = runs["x86"]
+    text = run.overall
+    found = sections(text)
+    assert set(found) == {"windows x86", "linux arm"}, show(run)
+    box = text[:text.index("## ")]
+    assert "MISSING" in box and "linux arm" in box and "download failed" in box
+    assert "MISSING: no linux arm results came back" in found["linux arm"]
+    assert "-target_os linux -target_arch arm -arch x86 -base_git_hash " + BASELINE_HASH in found["linux arm"]
+    folder = run.results / "linux-arm"
+    for name in ("superpmi_asmdiffs_summary_linux_arm.md", "superpmi_asmdiffs_summary_linux_arm.json"):
+        assert (folder / name).read_text() == "<empty>"
+    with zipfile.ZipFile(folder / "Asmdiffs_linux_arm.zip") as archive:
+        assert archive.namelist() == ["nodiff.txt"] and archive.read("nodiff.txt") == b"No diffs found!"
+    status = json.loads((folder / "superpmi_status_linux_arm.json").read_text())
+    assert status["ok"] is False and status["steps"][0]["name"] == "download"
+    with zipfile.ZipFile(run.results / "win-x86" / "Asmdiffs_windows_x86.zip") as archive:
+        assert any(name.endswith(".dasm") for name in archive.namelist())
+    issues = [line for line in run.proc.stdout.splitlines() if line.startswith("##vso[task.logissue type=error]")]
+    assert [i.split("]")[1].split(":")[0] for i in issues] == ["asmdiffs on linux arm"]
+
+
+def test_github_step_summary_keeps_diff_fences(runs) -> None:
+    for arch in ("x64", "x86"):
+        text = runs[arch].github_summary.read_text(encoding="utf-8")
+        assert len(text.encode("utf-8")) < 1024 * 1024
+        assert text.startswith(f"# ASM diffs generated on {HOST_OS} {arch}\n")
+        assert "```diff" in text and "<pre><code>" not in text
+
+
+def test_work_item_needing_a_file_outside_the_payload_fails(runs, tmp_path: Path) -> None:
+    """Locally, a work item sees only its payload: a module missing there is not found in the repo."""
+    run = runs["x86"]
+    broken = tmp_path / "payload"
+    shutil.copytree(run.payload, broken, symlinks=True)
+    (broken / "jitutil.py").unlink()
+    item = setup.plan_work_items(HOST_OS, "x86", "asmdiffs")[0]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    result = setup.run_work_item_locally(item, broken, tmp_path / "items", sys.executable, "id", env)
+    console = (result.directory / "console.log").read_text()
+    assert result.exit_code != 0
+    assert "No module named 'jitutil'" in console
+    assert result.missing_results  # nothing was produced
+
+
+def test_setup_names_what_the_payload_lacks(runs, tmp_path: Path) -> None:
+    run = runs["x86"]
+    product = tmp_path / "product"
+    shutil.copytree(run.toolchain / "core_root", product)
+    missing = jit_name("linux", "arm")
+    (product / missing).unlink()
+    proc = subprocess.run([sys.executable, str(REPO / "superpmi_asmdiffs_setup.py"), "-product_directory",
+                           str(product), "-host_arch", "x86", "-payload_directory", str(tmp_path / "payload"),
+                           "-base_jit_directory", str(run.toolchain / "base")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    error = proc.stderr.strip()
+    assert "\n" not in error and "Traceback" not in error
+    assert f"diff/checked/{missing} (checked diff JIT; needed by linux-arm)" in error
+
+
+def test_driver_calls_use_only_flags_superpmi_py_defines() -> None:
+    """Every superpmi.py call the driver makes, for every diff type, parses with superpmi.py's own parser."""
+    import superpmi
+    import superpmi_asmdiffs as driver
+    parser = superpmi.build_parser()
+    subcommands = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices  # noqa: SLF001
+    cfg = driver.DriverConfig(Path("/p"), Path("/p/base"), Path("/p/diff"), Path("/u"), "linux", "arm64", HOST_OS,
+                              pipeline.expand_types("all"), ["A=1"], ["B=2"], ["/m.mch"], ["/store"])
+    calls = [driver.download_argv(cfg)] + [driver.diff_argv(cfg, t) for t in cfg.types]
+    calls += [driver.render_argv(cfg, t, Path("/s.json"), Path("/s.md")) for t in cfg.types]
+    for argv in calls:
+        args = argv[2:]
+        sub = subcommands[args[0]]
+        unknown = [a for a in args[1:] if a.startswith("-") and a not in sub._option_string_actions]  # noqa: SLF001
+        assert not unknown, f"superpmi.py {args[0]} has no {unknown}"
