@@ -388,8 +388,8 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     text = render_document(states, diff_type, platform, arch, args.short, html_diffs=True, artifact=artifact)
     output = directory / pipeline.overall_summary_name(diff_type.name, platform, arch, short=args.short)
     jitutil.atomic_write_text(output, text)
+    print(f"Writing {output}", file=sys.stderr, flush=True)
     print(text, end="" if text.endswith("\n") else "\n")
-    print(f"Wrote {output}")
     if jitutil.running_under_azdo(environ):
         print(jitutil.azdo_upload_summary(output))
     for message in failure_messages(states, diff_type.name):

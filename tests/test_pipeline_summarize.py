@@ -176,7 +176,7 @@ def test_huge_diff_set_fits_both_budgets(tmp_path: Path) -> None:
     check_kept(long_text)
     assert "<pre><code>" in long_text and "```diff" not in long_text
     assert "to stay within 1 MiB;" in long_text
-    assert f"##vso[task.uploadsummary]{long_path}" in long_proc.stdout
+    assert f"{long_text}##vso[task.uploadsummary]{long_path}\n" in long_proc.stdout  # the file, then the command
     assert "##vso[task.logissue type=error]asmdiffs on linux arm64:" in long_proc.stdout
     github = step_summary.read_text(encoding="utf-8")
     assert len(github.encode("utf-8")) < MIB
