@@ -154,6 +154,25 @@ def _log_output(out: bytes, err: bytes, level: int) -> None:
 
 # ---------------------------------------------------------------- logging
 
+class _StdoutHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stdout` is at the time of each message.
+
+    A handler bound to the stream object of the moment would keep writing to a
+    replaced stdout (a test's capture, a redirected console) after it changed.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(sys.stdout)
+
+    @property  # type: ignore[override]
+    def stream(self):  # type: ignore[no-untyped-def]
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+
 class _ConsoleFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
@@ -173,7 +192,7 @@ def setup_logging(console_level: int, log_file: Optional[Path]) -> None:
     log.handlers.clear()
     log.setLevel(logging.DEBUG)
     log.propagate = False
-    console = logging.StreamHandler(sys.stdout)
+    console = _StdoutHandler()
     console.setLevel(console_level)
     console.setFormatter(_ConsoleFormatter())
     log.addHandler(console)
@@ -184,6 +203,14 @@ def setup_logging(console_level: int, log_file: Optional[Path]) -> None:
         handler.setFormatter(_ConsoleFormatter())
         log.addHandler(handler)
         log.info("================ Logging to %s", log_file)
+
+
+def report_error(prog: str, message: str) -> None:
+    """The one line a user sees for an error: through the log once it is set up, else stderr."""
+    if log.handlers:
+        log.error("Error: %s", message)
+    else:
+        print(f"{prog}: error: {message}", file=sys.stderr)
 
 
 # ---------------------------------------------------------------- files

@@ -91,3 +91,18 @@ def test_progress_is_off_for_non_terminals_and_with_no_progress():
     assert jitutil.progress_enabled(False, Tty())
     assert not jitutil.progress_enabled(True, Tty())
     assert not jitutil.progress_enabled(False, object())
+
+
+def test_console_logging_follows_a_replaced_stdout(monkeypatch, tmp_path):
+    import io
+    import logging
+    jitutil.setup_logging(logging.INFO, tmp_path / "x.log")
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stdout", first)
+    jitutil.log.info("one")
+    monkeypatch.setattr(sys, "stdout", second)
+    jitutil.report_error("prog", "two")
+    jitutil.log.handlers.clear()
+    assert "one" in first.getvalue() and "two" not in first.getvalue()
+    assert "Error: two" in second.getvalue()
+    assert "Error: two" in (tmp_path / "x.log").read_text()
