@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import stat
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,19 @@ REPO = Path(__file__).resolve().parent.parent
 def fast_toolchain(monkeypatch):
     monkeypatch.setenv("SPMI_SAMPLE_START_MS", "0")
     monkeypatch.delenv("TF_BUILD", raising=False)
+    yield
+    drop_log_handlers()
+
+
+def drop_log_handlers() -> None:
+    """In-process runs configure the suite's logger (handlers on the captured stdout, no propagation);
+    later tests must find it as it was."""
+    logger = logging.getLogger("superpmi")
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+    logger.propagate = True
+    logger.setLevel(logging.NOTSET)
 
 
 def collection(toolchain: Path, name: str = "libraries.pmi", arch: str = "x64") -> Path:

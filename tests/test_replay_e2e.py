@@ -1,6 +1,7 @@
 """`superpmi.py replay` end to end against the sample toolchain."""
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,19 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(autouse=True)
 def fast_toolchain(monkeypatch):
     monkeypatch.setenv("SPMI_SAMPLE_START_MS", "0")
+    yield
+    drop_log_handlers()
+
+
+def drop_log_handlers() -> None:
+    """In-process runs configure the suite's logger (handlers on the captured stdout, no propagation);
+    later tests must find it as it was."""
+    logger = logging.getLogger("superpmi")
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+    logger.propagate = True
+    logger.setLevel(logging.NOTSET)
 
 
 @pytest.fixture(scope="module")
