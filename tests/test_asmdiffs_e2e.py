@@ -164,10 +164,12 @@ def test_cross_target_uses_cross_jits_and_target_flag(capsys, sample_toolchain, 
 
 def test_compile_list_limits_the_run(capsys, sample_toolchain, tmp_path):
     code, out = asmdiffs(capsys, sample_toolchain, tmp_path, "-mch_files", str(collection(sample_toolchain)),
-                         "-c", "1-60")
+                         "-c", "1-60", "-metrics", "PerfScore")
     assert code == 0, out
     invoke = next(line for line in out.splitlines() if "Invoking:" in line)
     assert " -c 1-60 " in invoke and " -p" not in invoke
+    assert "Summary of Perf Score diffs:" in out and "Total PerfScoreUnits of base:" in out
+    assert "(overridden on cmd)" in out
     assert re.search(r"Diffs are based on .*>60</span> contexts", (tmp_path / "diff_summary.md").read_text())
 
 
