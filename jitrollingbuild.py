@@ -248,32 +248,17 @@ def require_product_dir(settings: Settings) -> Path:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        check_flag_combinations(args)
-        for secret_option in ("connection_string", "sas_token", "account_key"):
-            storage.register_secret(getattr(args, secret_option, None))
-        settings = spmi_config.resolve_settings(args)
-        spmi_config.start_logging(args, settings)
-        log.debug("Command line: %s", jitutil.format_command([PROG, *(sys.argv[1:] if argv is None else argv)]))
-        return int(args.func(args, settings))
-    except SuiteError as exc:
-        _report_error(str(exc))
-        return 1
-    except KeyboardInterrupt:
-        jitutil.kill_all_children()
-        _report_error("interrupted; child processes stopped")
-        return 130
-    except Exception as exc:  # noqa: BLE001 - last line of defence: one line, traceback to the log
-        log.debug("Unexpected error", exc_info=True)
-        _report_error(f"unexpected {type(exc).__name__}: {storage.redact(str(exc))} (details in the log file)")
-        return 1
+    return jitutil.run_guarded(PROG, lambda: _run(args, argv))
 
 
-def _report_error(message: str) -> None:
-    if log.handlers:
-        log.error("Error: %s", message)
-    else:
-        print(f"{PROG}: error: {message}", file=sys.stderr)
+def _run(args: argparse.Namespace, argv: Optional[Sequence[str]]) -> int:
+    check_flag_combinations(args)
+    for secret_option in ("connection_string", "sas_token", "account_key"):
+        storage.register_secret(getattr(args, secret_option, None))
+    settings = spmi_config.resolve_settings(args)
+    spmi_config.start_logging(args, settings)
+    log.debug("Command line: %s", jitutil.format_command([PROG, *(sys.argv[1:] if argv is None else argv)]))
+    return int(args.func(args, settings))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import platforms
 
@@ -211,6 +211,33 @@ def report_error(prog: str, message: str) -> None:
         log.error("Error: %s", message)
     else:
         print(f"{prog}: error: {message}", file=sys.stderr)
+
+
+def run_guarded(prog: str, body: Callable[[], int]) -> int:
+    """Run a script's body; every failure becomes one line and an exit code.
+
+    SuiteError: its message, exit 1. Ctrl-C: children killed, exit 130.
+    Anything else: a one-line summary (secrets redacted), the traceback only in
+    the DEBUG log, exit 1.
+    """
+    try:
+        return int(body())
+    except SuiteError as exc:
+        report_error(prog, _redacted(str(exc)))
+        return 1
+    except KeyboardInterrupt:
+        kill_all_children()
+        report_error(prog, "interrupted; child processes stopped, finished outputs kept")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - last line of defence
+        log.debug("Unexpected error", exc_info=True)
+        report_error(prog, f"unexpected {type(exc).__name__}: {_redacted(str(exc))} (details in the log file)")
+        return 1
+
+
+def _redacted(text: str) -> str:
+    import storage  # imported here: storage itself uses this module
+    return storage.redact(text)
 
 
 # ---------------------------------------------------------------- files

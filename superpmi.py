@@ -8,15 +8,11 @@ builds the command line and turns errors into one line and an exit code.
 from __future__ import annotations
 
 import importlib
-import logging
 import sys
 from typing import List, Optional, Sequence
 
 import jitutil
-from jitutil import SuiteError
 from spmi_config import ArgumentParser
-
-log = logging.getLogger("superpmi")
 
 # Each module defines register(subparsers) adding its command(s); every
 # command sets `func(args) -> int` as its parser default.
@@ -34,28 +30,8 @@ def build_parser() -> ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except SuiteError as exc:
-        _report_error(str(exc))
-        return 1
-    except KeyboardInterrupt:
-        jitutil.kill_all_children()
-        _report_error("interrupted; child processes stopped, finished outputs kept")
-        return 130
-    except Exception as exc:  # noqa: BLE001 - last line of defence: one line, traceback to the log
-        log.debug("Unexpected error", exc_info=True)
-        _report_error(f"unexpected {type(exc).__name__}: {exc} (details in the log file)")
-        return 1
-
-
-def _report_error(message: str) -> None:
-    if log.handlers:
-        log.error("Error: %s", message)
-    else:
-        print(f"superpmi.py: error: {message}", file=sys.stderr)
+    args = build_parser().parse_args(argv)
+    return jitutil.run_guarded("superpmi.py", lambda: args.func(args))
 
 
 if __name__ == "__main__":
