@@ -41,6 +41,9 @@ from superpmi_tool import JitPairOptions, RunOptions
 
 log = logging.getLogger("superpmi")
 
+#: The only metric columns asmdiffs reads (converting the other ~70 would only cost time).
+ANALYSED_METRICS = (details.CODE_BYTES, details.PERFSCORE)
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -270,7 +273,7 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
 def load_table(path: Path, run: superpmi_tool.SuperpmiRun) -> Tuple[Optional[details.DetailsTable], str]:
     """The details CSV, or None with a reason: missing/malformed fail the collection, header-only is "no data"."""
     try:
-        return details.read_details_csv(path), ""
+        return details.read_details_csv(path, metrics=ANALYSED_METRICS), ""
     except details.DetailsError as exc:
         if exc.kind == "empty":
             log.warning("No data: %s", exc)
@@ -358,9 +361,11 @@ def new_output_dir(job: Job, kind: str, mch: Path) -> Path:
 def generate(job: Job, result: CollectionDiff, work: Path, contexts: Sequence[int], env: Dict[str, str],
              out_dir: Path, extension: str, batched: bool) -> dasm_gen.ListingReport:
     assert result.table is not None
+    wanted = set(contexts)
     expected: Dict[int, dasm_gen.ExpectedMethod] = {}
     for row in result.table.rows:
-        expected.setdefault(row.context, dasm_gen.ExpectedMethod(row.method_name, row.tier))
+        if row.context in wanted and row.context not in expected:
+            expected[row.context] = dasm_gen.ExpectedMethod(row.method_name, row.tier)
     setup = dasm_gen.ListingSetup(superpmi=job.superpmi, core_root=job.core_root, mch=result.mch,
                                   host_arch=job.settings.arch, target_arch=job.settings.target_arch,
                                   altjit=job.options.altjit, forced=job.jit_options.forced, env=env,

@@ -217,7 +217,7 @@ def finish_run(run: superpmi_tool.SuperpmiRun, mch: Path, files: superpmi_tool.R
 def read_counts(details_csv: Path, diff_mode: bool) -> superpmi_tool.ContextCounts:
     """Rows and misses from the details CSV; zeros when it is missing or unreadable."""
     try:
-        table = details.read_details_csv(details_csv)
+        table = details.read_details_csv(details_csv, metrics=())
     except details.DetailsError as exc:
         log.debug("Could not read %s: %s", details_csv, exc)
         return superpmi_tool.ContextCounts()

@@ -370,6 +370,8 @@ class AssertInstance:
 def parse_asserts(output: str, mch: str) -> List[AssertInstance]:
     """Every `ISSUE: <ASSERT>` line of superpmi's stdout (§2.8.3)."""
     found: List[AssertInstance] = []
+    if "<ASSERT>" not in output:
+        return found
     for line in output.splitlines():
         match = ASSERT_RE.search(line)
         if match:
@@ -500,11 +502,21 @@ def run_superpmi(argv: Sequence[str], core_root: Path, timeout: Optional[float],
                  extra_env: Optional[Mapping[str, str]] = None) -> SuperpmiRun:
     """One superpmi process (cwd Core_Root). A timeout kills the tree and is reported, not raised."""
     try:
-        result = jitutil.run(argv, cwd=core_root, timeout=timeout, extra_env=extra_env)
+        result = jitutil.run(argv, cwd=core_root, timeout=timeout, extra_env=extra_env, log_output=False)
     except jitutil.ToolTimeout as exc:
         log.debug("%s", exc)
         return SuperpmiRun(list(argv), None, None, timed_out=True, timeout_message=str(exc))
+    log_output_block(result)
     return SuperpmiRun(list(argv), None, result)
+
+
+def log_output_block(result: jitutil.RunResult) -> None:
+    """The process's output in the log as one record per stream (tens of thousands of
+    `ISSUE:` lines cost real time as separate records)."""
+    for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
+        if text.strip():
+            log.debug("%s %s (%s):\n%s", Path(result.argv[0]).name, name, result.outcome.describe(),
+                      text.rstrip("\n"))
 
 
 def collect_repros(temp_dir: Path, spmi_location: Path, mch: Path, tag: Optional[str] = None) -> List[Path]:
