@@ -53,7 +53,7 @@ def bytecode_env(work: Path, toolchain: Path) -> dict:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
-    sources = [str(p) for p in ROOT.glob("*.py")] + [str(toolchain / "lib")]
+    sources = [str(p) for p in ROOT.glob("*.py")] + [str(toolchain / "core_root" / "lib")]
     subprocess.run([sys.executable, "-m", "compileall", "-q", *sources], env=env, check=True,
                    stdout=subprocess.DEVNULL)
     return env

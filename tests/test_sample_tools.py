@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import tarfile
 from pathlib import Path
@@ -169,7 +170,7 @@ def test_layout_of_a_generated_toolchain(sample_chain):
         assert [p.parent for p in files] == [sample_chain.collections_dir / os_name / arch] * 3
         assert all(Path(str(p) + ".mct").is_file() for p in files)
     assert os.access(sample_chain.superpmi, os.X_OK) and os.access(sample_chain.mcs, os.X_OK)
-    assert (root / "README.md").is_file() and (root / "lib" / "sample" / "superpmi_main.py").is_file()
+    assert (root / "README.md").is_file() and (sample_chain.core_root / "lib" / "sample" / "superpmi_main.py").is_file()
     manifest = json.loads((root / "toolchain.json").read_text())
     assert manifest["jit_ee_guid"] == sample_chain.guid and manifest["jit_names"]["linux-arm64"] == \
         "libclrjit_universal_arm64_x64.so"
@@ -237,6 +238,30 @@ def test_generator_cli_subcommands(tmp_path):
     assert run([sys.executable, script, "collection", mch, "--target", "windows-arm64", "--contexts", "25",
                 "--stored_config", '{"JitNoCSE": "1"}', "--no_toc"], tmp_path).returncode == 0
     assert contexts_of(mch) == 25 and not Path(str(mch) + ".mct").exists()
+
+
+def test_tool_directories_are_self_contained(sample_chain, tmp_path):
+    """A copy of core_root runs from its own lib/; a tool without lib/ beside it fails, never
+    falling back to the toolchain it was generated in; pin is a single file."""
+    copied = tmp_path / "copied"
+    shutil.copytree(sample_chain.core_root, copied, symlinks=True)
+    for tool in (sample_chain.superpmi, sample_chain.mcs):
+        assert str(sample_chain.root) not in tool.read_text(encoding="utf-8")
+    result = run([copied / sample_chain.mcs.name, "-printJITEEVersion"], tmp_path)
+    assert result.returncode == 0 and result.stdout == (sample_chain.guid + "\n").encode()
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for tool in (sample_chain.superpmi, sample_chain.mcs):
+        shutil.copy2(tool, bare / tool.name)
+        result = run([bare / tool.name, "-printJITEEVersion"], tmp_path)
+        assert result.returncode == generator.MISSING_LIBRARY_EXIT
+        assert result.stderr.count(b"\n") == 1 and b"error while loading shared libraries" in result.stderr
+        assert str(bare / "lib").encode() in result.stderr and b"Traceback" not in result.stderr
+    shutil.copy2(sample_chain.pin, bare / "pin")
+    shutil.copy2(sample_chain.pintool, bare / sample_chain.pintool.name)
+    result = run([bare / "pin", "-follow_execv", "-t", bare / sample_chain.pintool.name, "-quiet", "--",
+                  sys.executable, "-c", "raise SystemExit(5)"], tmp_path)
+    assert result.returncode == 5, result.stderr
 
 
 def test_x86_host_layout(tmp_path):
