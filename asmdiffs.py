@@ -371,7 +371,10 @@ def generate(job: Job, result: CollectionDiff, work: Path, contexts: Sequence[in
                                   altjit=job.options.altjit, forced=job.jit_options.forced, env=env,
                                   scratch_dir=work / f"listings{extension}", timeout=job.options.timeout,
                                   extension=extension)
-    sides = [dasm_gen.JitSide("base", job.base_jit, job.jit_options.side("base"), out_dir / "base"),
+    base_sizes = {row.context: int(row.base(details.CODE_BYTES)) for row in result.table.rows
+                  if row.context in wanted}
+    sides = [dasm_gen.JitSide("base", job.base_jit, job.jit_options.side("base"), out_dir / "base",
+                              strict_names=False, sizes=base_sizes),
              dasm_gen.JitSide("diff", job.diff_jit, job.jit_options.side("diff"), out_dir / "diff")]
     return dasm_gen.generate_listings(setup, sides, contexts, expected, job.options.worker_count(), batched=batched)
 

@@ -6,7 +6,9 @@ W chunks (W = parallelism) and each chunk is compiled by one process per JIT
 The file is split at `; Assembly listing for method ` header lines; the batch is
 accepted only when superpmi exited 0, nothing precedes the first header, the number
 of listings equals the number of contexts and every header's method name and tier
-equal the details CSV's `Method full name` / `Tier name` of that context. A chunk
+equal the details CSV's `Method full name` / `Tier name` of that context (the CSV
+reports the diff JIT's names; a base listing named differently is accepted only when
+its `Total bytes of code` equals that context's base `ActualCodeBytes`). A chunk
 that fails any check is redone one context per process, so every file is exactly
 what a one-context run writes. Contexts that fail even then are reported.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures as futures
 import logging
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,28 +90,45 @@ class BatchCheck:
     ok: bool
     reason: str = ""
     listings: Tuple[bytes, ...] = ()
-    names_only: bool = False  # failed only because names/tiers differ (count and order fine)
+
+
+_FOOTER_SIZE = re.compile(rb"^; Total bytes of code (\d+)", re.MULTILINE)
+
+
+def footer_code_bytes(listing: bytes) -> Optional[int]:
+    """`Total bytes of code` of a listing (= the CSV's ActualCodeBytes for that JIT), if present."""
+    match = _FOOTER_SIZE.search(listing)
+    return int(match.group(1)) if match else None
 
 
 def check_batch(data: bytes, contexts: Sequence[int], expected: Mapping[int, ExpectedMethod],
-                check_names: bool = True) -> BatchCheck:
-    """Can the batched output be split into exactly one listing per requested context?"""
+                strict_names: bool = True, sizes: Optional[Mapping[int, int]] = None) -> BatchCheck:
+    """Can the batched output be split into exactly one listing per requested context?
+
+    Each header's name and tier must equal the details CSV's (contexts whose name was
+    not reported are not compared). With `strict_names` False -- the base JIT, whose
+    names the CSV does not report -- a listing whose name differs is still accepted
+    when its `Total bytes of code` equals that JIT's `ActualCodeBytes` in `sizes`:
+    the JITs name methods differently, but the listing is the right one.
+    """
     preamble, listings = split_listings(data)
     if preamble.strip():
         return BatchCheck(False, "text before the first listing header")
     if len(listings) != len(contexts):
         return BatchCheck(False, f"{len(listings)} listings for {len(contexts)} contexts")
-    if check_names:
-        for context, listing in zip(contexts, listings):
-            want = expected.get(context)
-            got = parse_header(listing)
-            if want is None or not want.name:
-                continue  # the JIT did not report a name; nothing to compare
-            if got is None or got.name != want.name or (want.tier and got.tier != want.tier):
-                shown = f"{got.name} ({got.tier})" if got else "?"
-                return BatchCheck(False, f"context {context}: listing is for '{shown}', "
-                                         f"details CSV says '{want.name} ({want.tier})'",
-                                  tuple(listings), names_only=True)
+    for context, listing in zip(contexts, listings):
+        want = expected.get(context)
+        if want is None or not want.name:
+            continue  # the JIT did not report a name; nothing to compare
+        got = parse_header(listing)
+        if got is not None and got.name == want.name and (not want.tier or got.tier == want.tier):
+            continue
+        if not strict_names and sizes is not None and context in sizes \
+                and footer_code_bytes(listing) == sizes[context]:
+            continue
+        shown = f"{got.name} ({got.tier})" if got else "?"
+        return BatchCheck(False, f"context {context}: listing is for '{shown}', "
+                                 f"details CSV says '{want.name} ({want.tier})'")
     return BatchCheck(True, listings=tuple(listings))
 
 
@@ -137,7 +157,8 @@ class JitSide:
     jit: Path
     jit_options: Sequence[str]
     out_dir: Path
-    check_names: bool = True
+    strict_names: bool = True  # False for the base JIT (the CSV reports the diff JIT's names)
+    sizes: Optional[Mapping[int, int]] = None  # this JIT's ActualCodeBytes per context
 
 
 @dataclass(frozen=True)
@@ -189,8 +210,6 @@ class _Generator:
         self.report = ListingReport()
         self.lock = threading.Lock()
         self.serial = 0
-        self.names_differ: Dict[str, bool] = {}
-        self.probes: Dict[str, Dict[int, Optional[ExpectedMethod]]] = {}
 
     # -- helpers
     def _scratch_file(self, side: str, label: str) -> Path:
@@ -244,26 +263,17 @@ class _Generator:
             if data is None:
                 log.debug("Batched listing run for %s wrote no JitStdOutFile; one per process", side.name)
                 return contexts
-            check_names = side.check_names and not self.names_differ.get(side.name, False)
-            check = check_batch(data, contexts, self.expected, check_names)
+            check = check_batch(data, contexts, self.expected, side.strict_names, side.sizes)
             if not check.ok:
                 log.debug("Batched %s listings for %s not usable (%s); one per process", side.name,
                           superpmi_tool.format_context_list(contexts), check.reason)
-                if check.names_only and side.name != "diff":
-                    self._learn_naming(side.name, contexts, check.listings)
                 return contexts
             for context, listing in zip(contexts, check.listings):
                 self._write(side, context, listing)
             return []
         finally:
             stdout_file.unlink(missing_ok=True)
-
-    def _learn_naming(self, side_name: str, contexts: Sequence[int], listings: Sequence[bytes]) -> None:
-        """Remember batched headers so the fallback can tell "names differ" from "misaligned"."""
-        with self.lock:
-            probe = self.probes.setdefault(side_name, {})
-            for context, listing in zip(contexts, listings):
-                probe[context] = parse_header(listing)
+            stdout_file.with_suffix(".mcl").unlink(missing_ok=True)
 
     def single_task(self, side_name: str, context: int) -> None:
         side = self.sides[side_name]
@@ -276,25 +286,10 @@ class _Generator:
                 self._fail(side.name, context, f"Failure while creating JitStdOutFile. {reason}"
                            + _output_excerpt(run))
                 return
-            self._check_probe(side.name, context, data)
             self._write(side, context, data)
         finally:
             stdout_file.unlink(missing_ok=True)
-
-    def _check_probe(self, side_name: str, context: int, data: bytes) -> None:
-        """A one-context listing whose header equals the batched one but not the CSV: the JIT names differently."""
-        with self.lock:
-            probe = self.probes.get(side_name, {})
-            if context not in probe:
-                return
-            batched = probe.pop(context)
-            want = self.expected.get(context)
-            single = parse_header(data)
-            if want and single and batched == single and (single.name, single.tier) != (want.name, want.tier):
-                if not self.names_differ.get(side_name):
-                    log.debug("The %s JIT names methods differently from the details CSV; "
-                              "its batches are checked by count only", side_name)
-                self.names_differ[side_name] = True
+            stdout_file.with_suffix(".mcl").unlink(missing_ok=True)
 
 
 def _run_problem(run: superpmi_tool.SuperpmiRun) -> str:

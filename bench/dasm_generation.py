@@ -45,9 +45,13 @@ def make_toolchain(out: Path, contexts: int) -> None:
 def diff_details(toolchain: Path, mch: Path, work: Path) -> details.DetailsTable:
     core_root = toolchain / "core_root"
     csv = work / "details.csv"
+    forced = superpmi_tool.asmdiffs_replay_options(False)
+    options = superpmi_tool.option_flags("-jitoption", forced, True) + superpmi_tool.option_flags("-jit2option",
+                                                                                                 forced, True)
     subprocess.run([str(core_root / "superpmi"), "-a", "-v", "ewi", "-p", "-f", str(work / "fail.mcl"),
-                    "-details", str(csv), str(toolchain / "base" / "libclrjit.so"), str(core_root / "libclrjit.so"),
-                    str(mch)], cwd=core_root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    "-details", str(csv), *options, str(toolchain / "base" / "libclrjit.so"),
+                    str(core_root / "libclrjit.so"), str(mch)],
+                   cwd=core_root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return details.read_details_csv(csv)
 
 
@@ -59,12 +63,13 @@ def spread(values: List[int], count: int) -> List[int]:
 
 
 def generate(toolchain: Path, mch: Path, out: Path, contexts: List[int],
-             expected: Dict[int, dasm_gen.ExpectedMethod], workers: int, batched: bool):
+             expected: Dict[int, dasm_gen.ExpectedMethod], base_sizes: Dict[int, int], workers: int, batched: bool):
     setup = dasm_gen.ListingSetup(superpmi=toolchain / "core_root" / "superpmi", core_root=toolchain / "core_root",
                                   mch=mch, host_arch="x64", target_arch="x64", altjit=False,
                                   forced=superpmi_tool.asmdiffs_replay_options(False), env=dasm_gen.listing_env(),
                                   scratch_dir=out / "scratch")
-    sides = [dasm_gen.JitSide("base", toolchain / "base" / "libclrjit.so", [], out / "base"),
+    sides = [dasm_gen.JitSide("base", toolchain / "base" / "libclrjit.so", [], out / "base", strict_names=False,
+                              sizes=base_sizes),
              dasm_gen.JitSide("diff", toolchain / "core_root" / "libclrjit.so", [], out / "diff")]
     started = time.perf_counter()
     report = dasm_gen.generate_listings(setup, sides, contexts, expected, workers, batched=batched)
@@ -98,8 +103,9 @@ def main() -> int:
         picked = spread(sorted(r.context for r in table.rows if r.both_succeeded), args.contexts)
         print(f"{len(picked)} picked contexts of {len(table.rows)}, workers W={args.workers}, "
               f"start cost {os.environ.get('SPMI_SAMPLE_START_MS', 'default')} ms")
-        t_batch, batch = generate(toolchain, mch, work / "batched", picked, expected, args.workers, True)
-        t_single, single = generate(toolchain, mch, work / "single", picked, expected, args.workers, False)
+        sizes = {r.context: int(r.base(details.CODE_BYTES)) for r in table.rows}
+        t_batch, batch = generate(toolchain, mch, work / "batched", picked, expected, sizes, args.workers, True)
+        t_single, single = generate(toolchain, mch, work / "single", picked, expected, sizes, args.workers, False)
         same = tree(work / "batched") == tree(work / "single")
         files = len(tree(work / "batched"))
         print(f"batched:     {t_batch:8.2f} s  {batch.processes:5d} superpmi processes  "

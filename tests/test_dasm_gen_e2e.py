@@ -23,8 +23,10 @@ def collection(toolchain: Path, name: str = "libraries.pmi", arch: str = "x64") 
 def diff_table(sample_toolchain, tmp_path_factory) -> details.DetailsTable:
     tmp = tmp_path_factory.mktemp("diffcsv")
     core_root = sample_toolchain / "core_root"
+    forced = superpmi_tool.option_flags("-jitoption", FORCED, force=True)
+    forced += superpmi_tool.option_flags("-jit2option", FORCED, force=True)
     subprocess.run([str(core_root / "superpmi"), "-a", "-v", "ewi", "-f", str(tmp / "f.mcl"), "-details",
-                    str(tmp / "d.csv"), str(sample_toolchain / "base" / "libclrjit.so"),
+                    str(tmp / "d.csv"), *forced, str(sample_toolchain / "base" / "libclrjit.so"),
                     str(core_root / "libclrjit.so"), str(collection(sample_toolchain))],
                    cwd=core_root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return details.read_details_csv(tmp / "d.csv")
@@ -106,3 +108,23 @@ def test_contexts_failing_during_generation_are_reported_not_dropped(sample_tool
     assert "exit code 1" in report.failures[0].reason
     assert sorted(report.files("diff")) == [1, 2, 3, 5, 6, 7, 8]
     assert not (tmp_path / "out" / "diff" / "4.dasm").exists()
+
+
+def test_base_listings_named_differently_are_checked_by_size(sample_toolchain, diff_table, tmp_path, monkeypatch):
+    """The CSV names the diff JIT's methods; a base JIT that names them otherwise still batches."""
+    monkeypatch.setenv("SPMI_SAMPLE_START_MS", "0")
+    picked = [r.context for r in diff_table.rows if r.both_succeeded][:6]
+    renamed = {c: dasm_gen.ExpectedMethod(f"Renamed:M{c}()", "Tier1") for c in picked}
+    sizes = {r.context: int(r.base(details.CODE_BYTES)) for r in diff_table.rows if r.context in picked}
+    mch = collection(sample_toolchain)
+    base = dasm_gen.JitSide("base", sample_toolchain / "base" / "libclrjit.so", [], tmp_path / "a" / "base",
+                            strict_names=False, sizes=sizes)
+    report = dasm_gen.generate_listings(setup_for(sample_toolchain, tmp_path / "a", mch), [base], picked, renamed,
+                                        workers=2)
+    assert report.fallback_chunks == 0 and report.processes == 2 and report.failures == []
+    wrong_sizes = {c: s + 1 for c, s in sizes.items()}
+    base = dasm_gen.JitSide("base", base.jit, [], tmp_path / "b" / "base", strict_names=False, sizes=wrong_sizes)
+    report = dasm_gen.generate_listings(setup_for(sample_toolchain, tmp_path / "b", mch), [base], picked, renamed,
+                                        workers=2)
+    assert report.fallback_chunks == 2 and report.failures == []
+    assert tree_bytes(tmp_path / "a") == tree_bytes(tmp_path / "b")
