@@ -32,6 +32,7 @@ DIFF_DIR = "diff"
 JIT_ANALYZE_DIR = "jit-analyze"
 GIT_DIR = "git"
 GIT_CMD_DIR = "git/cmd"
+PIN_DIR = "pin"                      # the PIN package: pin[.exe], clrjit_inscount_<arch>/<pintool>
 BASELINE_INFO_FILE = "base/baseline.json"
 LOCAL_COLLECTIONS_DIR = "collections"
 SPMI_LOCATION = "artifacts/spmi"
@@ -118,6 +119,8 @@ class DiffType:
     intro: str           # sentence under the heading ('' for none)
     nothing_found: str   # what the overall summary says when no platform had results
     wants_dasm_zip: bool
+    uses_pin: bool = False   # runs under PIN: the payload carries the PIN package
+    gate_exit: int = 0       # superpmi.py exit code meaning "a gate was crossed" (0: no gate)
 
 
 DIFF_TYPES: Dict[str, DiffType] = {
@@ -126,11 +129,11 @@ DIFF_TYPES: Dict[str, DiffType] = {
     "tpdiff": DiffType("tpdiff", "release", "tpdiff", 2, "Throughput impact on {platform} {arch}",
                        "The following shows the impact on throughput in terms of number of instructions executed "
                        "inside the JIT. Negative percentages/lower numbers are better.",
-                       "No throughput diffs found", False),
+                       "No throughput diffs found", False, uses_pin=True),
     "memdiff": DiffType("memdiff", "release", "memdiff", 3, "Memory impact on {platform} {arch}",
                         "The following shows the impact on memory in terms of bytes allocated by the JIT. "
                         "Negative percentages/lower numbers are better.",
-                        "No memory diffs found", False),
+                        "No memory diffs found", False, gate_exit=2),
 }
 TYPE_CHOICES = ("asmdiffs", "tpdiff", "memdiff", "all")
 
@@ -147,6 +150,19 @@ def expand_types(type_name: str) -> List[DiffType]:
 
 def flavours_for(types: Sequence[DiffType]) -> List[str]:
     return sorted({t.flavour for t in types})
+
+
+def pin_files(host_os: str, host_arch: str) -> List[str]:
+    """What a work item of that host arch needs of the PIN package, relative to the payload."""
+    return [f"{PIN_DIR}/{platforms.exe_name('pin', host_os)}",
+            f"{PIN_DIR}/clrjit_inscount_{host_arch}/{platforms.pintool_file_name(host_os)}"]
+
+
+def step_type(step_name: str) -> Optional[str]:
+    """The diff type a driver step belongs to (`memdiff markdown` -> memdiff); None for shared
+    steps such as `download`, which every type depends on."""
+    head = step_name.split(" ", 1)[0]
+    return head if head in DIFF_TYPES else None
 
 
 # ---------------------------------------------------------------- result files

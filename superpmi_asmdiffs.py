@@ -7,11 +7,14 @@
         [-base_jit_options a;b] [-diff_jit_options a;b] [-mch_files ...] [-private_store DIR]
 
 Runs `superpmi.py download`, then per type `superpmi.py <type> ... --summary_as_json`
-with the payload's JITs, and leaves in the upload root (CONTRACTS §12.15):
+with the payload's JITs (checked for asmdiffs, release for tpdiff/memdiff; tpdiff with
+`-pin_path <payload>/pin`), and leaves in the upload root (CONTRACTS §12.15):
 `superpmi_<type>_summary_<os>_<arch>.md` (for people) and `.json` (for merging), the
 logs, `Asmdiffs_<os>_<arch>.zip` with every `.dasm`, and `superpmi_status_<os>_<arch>.json`
 (steps, exit codes, problems, baseline hash, repro command). A declared file that
-could not be produced is written as `<empty>`. Exit 1 when any step failed.
+could not be produced is written as `<empty>`. Exit 1 when any step failed; memdiff's
+exit code 2 (BytesAllocated grew by at least -memdiff_threshold %) fails the work item
+too, recorded as a memory-gate step in the status file.
 """
 from __future__ import annotations
 
@@ -83,6 +86,13 @@ class DriverConfig:
     def diff_jit(self, diff_type: DiffType) -> Path:
         return self.diff_jit_directory / diff_type.flavour / self.jit_name
 
+    @property
+    def pin_directory(self) -> Path:
+        return self.payload / pipeline.PIN_DIR
+
+    def pin_files(self) -> List[Path]:
+        return [self.payload / name for name in pipeline.pin_files(self.host_os, self.host_arch)]
+
 
 # ---------------------------------------------------------------- argument vectors (pure)
 
@@ -118,6 +128,8 @@ def diff_argv(cfg: DriverConfig, diff_type: DiffType) -> List[str]:
             "-base_jit_path", str(cfg.base_jit(diff_type)), "-diff_jit_path", str(cfg.diff_jit(diff_type)),
             "-error_limit", ERROR_LIMIT, "-log_level", "debug", "-log_file", str(log_file),
             "--summary_as_json"]
+    if diff_type.uses_pin:
+        argv += ["-pin_path", str(cfg.pin_directory)]
     for option in cfg.base_jit_options:
         argv += ["-base_jit_option", option]
     for option in cfg.diff_jit_options:
@@ -206,6 +218,7 @@ class StepResult:
     ok: bool
     log: str = ""
     problems: List[str] = field(default_factory=list)
+    gate: bool = False   # failed because a gate was crossed (memdiff exit code 2), not a replay failure
 
 
 def run_step(name: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str], log_name: str = "") -> StepResult:
@@ -244,16 +257,38 @@ def newest_summary(spmi_location: Path, diff_type: DiffType, extension: str) -> 
     return max(candidates, key=lambda p: p.stat().st_mtime) if candidates else None
 
 
+def missing_inputs(cfg: DriverConfig, diff_type: DiffType) -> List[str]:
+    """What the diff type needs from the payload and does not find there."""
+    missing = [f"JIT {jit} is not in the payload" for jit in (cfg.base_jit(diff_type), cfg.diff_jit(diff_type))
+               if not jit.is_file()]
+    if diff_type.uses_pin:
+        missing += [f"PIN package file {path} is not in the payload" for path in cfg.pin_files()
+                    if not path.is_file()]
+    return missing
+
+
+def mark_gate(step: StepResult, diff_type: DiffType) -> None:
+    """memdiff's exit code 2: the run worked, but a collection crossed the memory gate."""
+    if not diff_type.gate_exit or step.exit_code != diff_type.gate_exit:
+        return
+    step.gate = True
+    head = f"memory gate crossed ({diff_type.name} exit code {diff_type.gate_exit})"
+    rest = [re.sub(r"^Error: (?=memory gate: )", "", p) for p in step.problems
+            if p != f"{diff_type.name} exited with {step.exit_code}"]
+    step.problems = [head] + rest
+
+
 def run_diff_type(cfg: DriverConfig, diff_type: DiffType, env: Mapping[str, str]) -> List[StepResult]:
     """The diff step, then its summaries into the upload root."""
     steps: List[StepResult] = []
-    for jit in (cfg.base_jit(diff_type), cfg.diff_jit(diff_type)):
-        if not jit.is_file():
-            steps.append(StepResult(diff_type.name, 1, False, "", [f"JIT {jit} is not in the payload"]))
-            return steps
+    missing = missing_inputs(cfg, diff_type)
+    if missing:
+        steps.append(StepResult(diff_type.name, 1, False, "", missing))
+        return steps
     remove_stale_summaries(cfg.spmi_location, diff_type)
     log_name = pipeline.type_log_name(diff_type.name, cfg.target_os, cfg.target_arch)
     steps.append(run_step(diff_type.name, diff_argv(cfg, diff_type), cfg.payload, env, log_name))
+    mark_gate(steps[-1], diff_type)
     summary_json = newest_summary(cfg.spmi_location, diff_type, ".json")
     if summary_json is None:
         steps[-1].problems.append(f"superpmi.py {diff_type.name} wrote no summary")
@@ -372,7 +407,7 @@ def run_work_item(cfg: DriverConfig, environ: Mapping[str, str]) -> int:
     hashes = read_baseline_hashes(cfg.base_jit_directory)
     document = status_document(cfg, steps, hashes, placeholders)
     jitutil.atomic_write_text(cfg.upload / status_file, json.dumps(document, indent=2) + "\n")
-    failed = [s.name for s in steps if not s.ok]
+    failed = [s.name + (" (memory gate)" if s.gate else "") for s in steps if not s.ok]
     if failed:
         log.error("Error: work item %s failed in: %s", cfg.partition.name, ", ".join(failed))
         return 1

@@ -3,16 +3,24 @@
 
     python superpmi_asmdiffs_setup.py -product_directory P -host_arch x64|x86 -payload_directory OUT
         [-base_jit_directory B] [-release_product_directory PR -release_base_jit_directory BR]
-        [-jit_analyze_directory J] [-git_directory G] [-type asmdiffs|tpdiff|memdiff|all]
+        [-jit_analyze_directory J] [-git_directory G] [-pin_directory PIN] [-type asmdiffs|tpdiff|memdiff|all]
         [-mch_files M ... | -private_store S] [--run_locally]
 
-Builds the correlation payload in OUT (the suite's scripts, superpmi/mcs, the host's
-cross JITs in diff/<flavour>/, the baseline JITs in base/<flavour>/, optional
-jit-analyze/ and git/), checks that every work item finds what it needs, writes the
-Helix project (one work item per target partition of the host) and prints the AzDO
-variables the pipeline passes on. `--run_locally` then runs every work item the way
-Helix would (own clean directory, only the payload and the HELIX_* variables) and
-the summarize script, so a developer sees locally what CI shows.
+Builds the correlation payload in OUT (the suite's scripts, superpmi/mcs with what they
+load beside them, the host's cross JITs in diff/<flavour>/, the baseline JITs in
+base/<flavour>/ (checked for asmdiffs, release for tpdiff/memdiff), the PIN package in
+pin/ for tpdiff, optional jit-analyze/ and git/), checks that every work item finds what
+it needs, writes the Helix project (one work item per target partition of the host) and
+prints the AzDO variables the pipeline passes on. `--run_locally` then runs every work
+item the way Helix would (own clean directory, only the payload and the HELIX_* variables)
+and the summarize script, so a developer sees locally what CI shows.
+
+The payload is self-contained: work items read nothing outside it. In particular the
+PIN package is staged here on the build agent, from -pin_directory or else downloaded
+once from the storage account (`pintools/1.0/<host_os>.zip|.tar.gz`, CONTRACTS §10.1), and
+work items pass `-pin_path <payload>/pin`, so Helix machines never fetch PIN themselves
+(one download per pipeline instead of one per work item, and every target measured
+with the same PIN).
 """
 from __future__ import annotations
 
@@ -286,7 +294,8 @@ def jit_pattern_matches(file_name: str, host_os: str) -> bool:
 
 
 def work_item_needs(partition: Partition, host_os: str, types: Sequence[DiffType]) -> List[Need]:
-    """Everything a work item reads from the payload (pure)."""
+    """Everything a work item reads from the payload (pure); the tools' own libraries are
+    whatever the product directory holds beside them and are copied as they are."""
     needs = [Need(pipeline.DRIVER_SCRIPT, "work-item driver"), Need(pipeline.SUPERPMI_SCRIPT, "superpmi.py"),
              Need("asmdiffs_pipeline.py", "pipeline module"),
              Need(platforms.exe_name("superpmi", host_os), "superpmi tool"),
@@ -295,6 +304,9 @@ def work_item_needs(partition: Partition, host_os: str, types: Sequence[DiffType
     for flavour in pipeline.flavours_for(types):
         needs.append(Need(f"{pipeline.BASE_DIR}/{flavour}/{jit}", f"{flavour} baseline JIT"))
         needs.append(Need(f"{pipeline.DIFF_DIR}/{flavour}/{jit}", f"{flavour} diff JIT"))
+    if any(t.uses_pin for t in types):
+        pin, pintool = pipeline.pin_files(host_os, partition.host_arch)
+        needs += [Need(pin, "PIN"), Need(pintool, f"{partition.host_arch} pintool")]
     return needs
 
 
@@ -339,6 +351,7 @@ class StageOptions:
     storage_url: Optional[str] = None
     jit_analyze_directory: Optional[Path] = None
     git_directory: Optional[Path] = None
+    pin_directory: Optional[Path] = None
     mch_files: List[str] = field(default_factory=list)
     private_stores: List[Path] = field(default_factory=list)
     jit_ee_version: Optional[str] = None
@@ -368,7 +381,8 @@ def tool_files(product_directory: Path, host_os: str) -> List[Path]:
 
 
 def tool_support_directories(product_directory: Path, host_os: str) -> List[Path]:
-    """Directories superpmi/mcs bring along next to them (e.g. a stand-in's `lib/`)."""
+    """Directories superpmi/mcs load code from beside themselves (e.g. a stand-in's `lib/`);
+    the payload needs them, since a work item sees nothing outside it."""
     return [d for d in (product_directory / "lib",) if d.is_dir()]
 
 
@@ -497,9 +511,26 @@ def stage_payload(options: StageOptions) -> Dict[str, Optional[str]]:
         copy_tree(options.jit_analyze_directory, payload / pipeline.JIT_ANALYZE_DIR)
     if options.git_directory is not None:
         copy_tree(options.git_directory, payload / pipeline.GIT_DIR)
+    if any(t.uses_pin for t in options.types):
+        stage_pin(options, payload / pipeline.PIN_DIR)
     jitutil.atomic_write_text(payload / pipeline.BASELINE_INFO_FILE,
                               json.dumps({"version": 1, "hashes": hashes}, indent=2) + "\n")
     return hashes
+
+
+def stage_pin(options: StageOptions, target: Path) -> None:
+    """The PIN package into the payload: `-pin_directory`, else downloaded from storage here."""
+    if options.pin_directory is not None:
+        copy_tree(options.pin_directory, target)
+        log.info("Copied the PIN package from %s to %s", options.pin_directory, target)
+        return
+    import pintools
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="spmi-pin-") as scratch:
+        downloaded = Path(scratch) / "pin"
+        pintools.download_package(downloaded, options.host_os, options.storage_url, show_progress=False)
+        copy_tree(downloaded, target)
+    log.info("Downloaded the PIN package (%s) to %s", pintools.archive_blob_name(options.host_os), target)
 
 
 def download_baseline(options: StageOptions, flavour: str, target: Path) -> str:
@@ -685,14 +716,14 @@ def run_locally(items: Sequence[WorkItem], payload: Path, local_dir: Path, host_
             log.error("Error: work item %s did not leave %s (Helix would fail the download)",
                       result.item.name, ", ".join(result.missing_results))
     collect_results(results, results_dir)
+    argv = [sys.executable, str(source_directory / pipeline.SUMMARIZE_SCRIPT), "-diff_summary_dir",
+            str(results_dir), "-arch", host_arch, "-platform", host_os, "-type", type_name]
+    sys.stdout.flush()
+    code = subprocess.run(argv, stdin=subprocess.DEVNULL).returncode
+    if code != 0:
+        status = 1
+        log.error("Error: summarize -type %s exited with %d", type_name, code)
     for diff_type in pipeline.expand_types(type_name):
-        argv = [sys.executable, str(source_directory / pipeline.SUMMARIZE_SCRIPT), "-diff_summary_dir",
-                str(results_dir), "-arch", host_arch, "-platform", host_os, "-type", diff_type.name]
-        sys.stdout.flush()
-        code = subprocess.run(argv, stdin=subprocess.DEVNULL).returncode
-        if code != 0:
-            status = 1
-            log.error("Error: summarize for %s exited with %d", diff_type.name, code)
         summary = results_dir / pipeline.overall_summary_name(diff_type.name, host_os, host_arch)
         log.info("Overall %s summary: %s", diff_type.name, summary)
     return status
@@ -719,6 +750,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("-storage_url", help="storage account for rolling builds (default: the public account)")
     parser.add_argument("-jit_analyze_directory", help="self-contained jit-analyze to ship as jit-analyze/")
     parser.add_argument("-git_directory", help="portable git to ship as git/ (Windows)")
+    parser.add_argument("-pin_directory",
+                        help="PIN package (pin and clrjit_inscount_<arch>/) to ship as pin/ for tpdiff "
+                             "(default: download pintools/1.0/<host_os> from the storage account)")
     parser.add_argument("-type", default="asmdiffs", choices=pipeline.TYPE_CHOICES, help="what work items run")
     parser.add_argument("-base_jit_options", help="';'-separated key=value options for the baseline JIT")
     parser.add_argument("-diff_jit_options", help="';'-separated key=value options for the diff JIT")
@@ -764,29 +798,44 @@ def existing_dir(value: Optional[str], flag: str) -> Optional[Path]:
     return path
 
 
+def used_dir(value: Optional[str], flag: str, used: bool) -> Optional[Path]:
+    """`existing_dir` for an option the chosen types use; others are ignored, so a pipeline
+    can pass every directory whatever -type it runs."""
+    if not used:
+        if value is not None:
+            log.debug("Ignoring %s: -type does not use it", flag)
+        return None
+    return existing_dir(value, flag)
+
+
 def run(args: argparse.Namespace) -> int:
     jitutil.setup_logging(jitutil.parse_log_level(args.log_level), None)
     host_os, host_arch = resolve_host(args)
     types = pipeline.expand_types(args.type)
+    flavours = pipeline.flavours_for(types)
+    checked, release, pin = "checked" in flavours, "release" in flavours, any(t.uses_pin for t in types)
     source = existing_dir(args.source_directory, "-source_directory")
     assert source is not None
     if not (source / pipeline.DRIVER_SCRIPT).is_file():
         raise SuiteError(f"-source_directory '{source}' does not hold {pipeline.DRIVER_SCRIPT}")
     payload = Path(args.payload_directory).resolve()
     runtime_repo = existing_dir(args.runtime_repo, "-runtime_repo")
-    if runtime_repo is None and args.base_jit_directory is None:
+    downloads_baseline = ((checked and args.base_jit_directory is None)
+                          or (release and args.release_base_jit_directory is None))
+    if runtime_repo is None and downloads_baseline:
         import spmi_config
         runtime_repo = spmi_config.find_git_work_tree(Path.cwd())
     options = StageOptions(
         source_directory=source,
         product_directory=existing_dir(args.product_directory, "-product_directory"),  # type: ignore[arg-type]
         payload=payload, host_os=host_os, host_arch=host_arch, types=types,
-        release_product_directory=existing_dir(args.release_product_directory, "-release_product_directory"),
-        base_jit_directory=existing_dir(args.base_jit_directory, "-base_jit_directory"),
-        release_base_jit_directory=existing_dir(args.release_base_jit_directory, "-release_base_jit_directory"),
+        release_product_directory=used_dir(args.release_product_directory, "-release_product_directory", release),
+        base_jit_directory=used_dir(args.base_jit_directory, "-base_jit_directory", checked),
+        release_base_jit_directory=used_dir(args.release_base_jit_directory, "-release_base_jit_directory", release),
         base_git_hash=args.base_git_hash, runtime_repo=runtime_repo, storage_url=args.storage_url,
         jit_analyze_directory=existing_dir(args.jit_analyze_directory, "-jit_analyze_directory"),
         git_directory=existing_dir(args.git_directory, "-git_directory"),
+        pin_directory=used_dir(args.pin_directory, "-pin_directory", pin),
         mch_files=list(args.mch_files or []),
         private_stores=[Path(s).resolve() for s in (args.private_store or [])],
         jit_ee_version=args.jit_ee_version.lower() if args.jit_ee_version else None)

@@ -2,19 +2,20 @@
 """Summarize the Helix results of one host's work items (CONTRACTS §12.16).
 
     python superpmi_asmdiffs_summarize.py -diff_summary_dir D -arch x64|x86 -platform windows
-        -type asmdiffs|tpdiff|memdiff [--short]
+        -type asmdiffs|tpdiff|memdiff|all [--short]
 
 Reads every `superpmi_<type>_summary_<os>_<arch>.md|json` and `superpmi_status_<os>_<arch>.json`
 under D (names case-insensitive) and writes `D/<n>_overall_<type>_summary_<platform>_<arch>.md`
-(`<n>` = 1, 2, 3 for asmdiffs, tpdiff, memdiff; `--short`: `..._short_summary_...`):
-the problems of every platform in a box at the top (failed work items, MISSING
-results, asserts, replay failures), the cross-platform impact table, then one
-collapsible section per platform with its result ("No diffs" or the totals) and
-the repro command with the exact baseline hash. ` ```diff ` fences become HTML for
-Azure DevOps. The file stays under 1 MiB (`--short`: 65,536 characters) by dropping
-detail sections, never the top box or the impact table, with a note saying so.
+(`<n>` = 1, 2, 3 for asmdiffs, tpdiff, memdiff, which orders the Extensions tabs; `all`
+writes the three in that order; `--short`: `..._short_summary_...`): the problems of
+every platform in a box at the top (failed steps of that type, MISSING results, asserts,
+replay failures, a crossed memory gate), for asmdiffs the cross-platform impact table,
+then one collapsible section per platform with its result and the repro command with
+the exact baseline hash. ` ```diff ` fences become HTML for Azure DevOps. The file stays
+under 1 MiB (`--short`: 65,536 characters) by dropping detail sections, never the top
+box or the impact table, with a note saying so.
 
-Prints the file, then `##vso[task.uploadsummary]<path>` under Azure DevOps, one
+Prints each file, then `##vso[task.uploadsummary]<path>` under Azure DevOps, one
 `##vso[task.logissue type=error]` per failed platform, and appends the markdown to
 `$GITHUB_STEP_SUMMARY` when set. Exit 0 (1 only for bad arguments).
 """
@@ -44,6 +45,8 @@ FILE_LIMIT_BYTES = jitutil.GITHUB_STEP_SUMMARY_LIMIT
 SHORT_LIMIT_CHARS = jitutil.GITHUB_COMMENT_LIMIT
 MAX_PROBLEMS_PER_PLATFORM = 5
 MAX_ISSUE_CHARS = 400
+#: the pipeline publishes every result file of a target (all types) as this artifact
+DEFAULT_ARTIFACT = "SuperPMI_Asmdiffs_<os>_<arch>"
 
 # ---------------------------------------------------------------- gathering (I/O)
 
@@ -105,6 +108,7 @@ class PlatformState:
     status: Optional[Dict[str, object]] = None
     problems: List[str] = field(default_factory=list)
     expected: bool = True
+    type_name: str = ""      # the diff type summarized; '' = every step of the work item counts
 
     @property
     def label(self) -> str:
@@ -116,7 +120,18 @@ class PlatformState:
 
     @property
     def work_item_failed(self) -> bool:
-        return self.status is not None and not self.status.get("ok", False)
+        """A step of this type (or a shared one, such as download) failed."""
+        if self.status is None:
+            return False
+        if not self.status.get("steps"):
+            return not self.status.get("ok", False)
+        return any(not step.get("ok", True) for step in relevant_steps(self.status, self.type_name))
+
+    @property
+    def gate_failed(self) -> bool:
+        """A step of this type crossed its gate (memdiff: BytesAllocated grew too much)."""
+        return self.status is not None and any(
+            step.get("gate") and not step.get("ok", True) for step in relevant_steps(self.status, self.type_name))
 
     @property
     def replay_problems(self) -> bool:
@@ -127,17 +142,29 @@ class PlatformState:
         return self.missing or self.work_item_failed or bool(self.problems) or self.replay_problems
 
 
+def relevant_steps(status: Mapping[str, object], type_name: str = "") -> List[Dict[str, object]]:
+    """The work item's steps that matter for `type_name`: its own and the shared ones."""
+    steps = [s for s in (status.get("steps") or []) if isinstance(s, dict)]  # type: ignore[union-attr]
+    if not type_name:
+        return steps
+    return [s for s in steps if pipeline.step_type(str(s.get("name", ""))) in (None, type_name)]
+
+
 def status_problems(status: Optional[Mapping[str, object]], limit: int = MAX_PROBLEMS_PER_PLATFORM,
-                    brief: bool = False) -> List[str]:
-    """The failed steps of a work item as short lines (`brief`: one line per step, no details)."""
+                    brief: bool = False, type_name: str = "") -> List[str]:
+    """The failed steps (of `type_name` and shared ones) of a work item as short lines
+    (`brief`: one line per step, no details). A crossed gate is stated as such."""
     if not status:
         return []
     lines: List[str] = []
-    for step in status.get("steps", []) or []:  # type: ignore[union-attr]
-        if not isinstance(step, dict) or step.get("ok", True):
+    for step in relevant_steps(status, type_name):
+        if step.get("ok", True):
             continue
         head = f"{step.get('name', '?')} failed (exit code {step.get('exit_code')})"
-        problems = [str(p) for p in step.get("problems", []) or []]
+        problems = [str(p) for p in step.get("problems", []) or []]  # type: ignore[union-attr]
+        if step.get("gate") and problems:
+            lines.extend(problems[:1] if brief else problems)
+            continue
         if brief:
             lines.append(head)
             continue
@@ -149,13 +176,14 @@ def status_problems(status: Optional[Mapping[str, object]], limit: int = MAX_PRO
 
 
 def build_states(files: Mapping[Tuple[str, str], PlatformFiles], expected: Sequence[Tuple[str, str]],
-                 load_summary: Optional[Callable[[str, str], object]]) -> List[PlatformState]:
-    """One state per expected platform (MISSING when nothing came back) plus any others found."""
+                 load_summary: Optional[Callable[[str, str], object]], type_name: str = "") -> List[PlatformState]:
+    """One state per expected platform (MISSING when nothing came back) plus any others found;
+    only the status steps of `type_name` (and shared steps) count against a platform."""
     keys = list(expected) + sorted(k for k in files if k not in expected)
     states = []
     for key in keys:
         entry = files.get(key, PlatformFiles(*key))
-        state = PlatformState(key[0], key[1], expected=key in expected)
+        state = PlatformState(key[0], key[1], expected=key in expected, type_name=type_name)
         state.markdown = read_text(entry.markdown)
         status_text = read_text(entry.status)
         if status_text is not None:
@@ -173,7 +201,7 @@ def build_states(files: Mapping[Tuple[str, str], PlatformFiles], expected: Seque
             state.problems.insert(0, "MISSING: the work item left no summary")
         # With a summary, its replay problems (asserts, failures) are shown in detail below.
         brief = state.summary is not None and state.replay_problems
-        state.problems.extend(status_problems(state.status, brief=brief))
+        state.problems.extend(status_problems(state.status, brief=brief, type_name=type_name))
         if brief:
             state.problems.append("replay problems: see below")
         states.append(state)
@@ -188,15 +216,24 @@ def title_for(diff_type: DiffType, platform: str, arch: str) -> str:
 
 
 def pipeline_box(states: Sequence[PlatformState]) -> str:
-    """Work items that failed or left nothing, on top of everything (never dropped)."""
+    """Work items that failed or left nothing, on top of everything (never dropped);
+    a crossed memory gate gets its own line above the table."""
     bad = [s for s in states if s.missing or s.work_item_failed or s.problems]
     if not bad:
         return ""
     from asmdiffs_markdown import cell, colored
-    text = (f"**{colored('red', 'Work item problems')}** on {len(bad)} of {len(states)} platforms "
-            f"({', '.join(s.label for s in bad)}):\n\n|Platform|Result|Problems|\n|---|---|---|\n")
+    gated = [s for s in bad if s.gate_failed]
+    text = ""
+    if gated:
+        text += (f"**{colored('red', 'Memory gate failed')}** on {', '.join(s.label for s in gated)}: "
+                 "BytesAllocated grew by at least the memdiff threshold; the work item failed.\n\n")
+    text += (f"**{colored('red', 'Work item problems')}** on {len(bad)} of {len(states)} platforms "
+             f"({', '.join(s.label for s in bad)}):\n\n|Platform|Result|Problems|\n|---|---|---|\n")
     for state in bad:
-        result = colored("#d35400", "MISSING") if state.missing else colored("red", "failed")
+        if state.missing:
+            result = colored("#d35400", "MISSING")
+        else:
+            result = colored("red", "memory gate" if state.gate_failed else "failed")
         problems = [p for p in state.problems if not p.startswith("MISSING:")] or ["see the logs"]
         text += f"|{cell(state.label)}|{result}|{'<br>'.join(cell(p) for p in problems)}|\n"
     return text + "\n"
@@ -209,7 +246,7 @@ def missing_section(state: PlatformState) -> str:
     problems = [p for p in state.problems if not p.startswith("MISSING:")]
     text += (": " + problems[0] + "\n") if problems else ".\n"
     repro = ((state.status or {}).get("repro") or {})
-    command = repro.get("asmdiffs") if isinstance(repro, dict) else None
+    command = repro.get(state.type_name or "asmdiffs") if isinstance(repro, dict) else None
     if command:
         text += f"\nTo reproduce:\n\n```\n{command}\n```\n"
     return text + "\n---\n\n"
@@ -344,11 +381,12 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("-diff_summary_dir", required=True, help="directory holding the work items' results")
     parser.add_argument("-arch", required=True, help="host arch of the Helix queue (x64 or x86)")
     parser.add_argument("-platform", required=True, help="host OS of the Helix queue (e.g. windows)")
-    parser.add_argument("-type", required=True, choices=list(pipeline.DIFF_TYPES), help="what the work items ran")
+    parser.add_argument("-type", required=True, choices=pipeline.TYPE_CHOICES,
+                        help="what the work items ran (all: asmdiffs, tpdiff and memdiff, in tab order)")
     parser.add_argument("--short", action="store_true",
                         help="write the short variant (under 65,536 characters, for a PR comment)")
     parser.add_argument("-artifact_name", help="artifact named in truncation notes "
-                                               "(default: SuperPMI_<Type>_<os>_<arch> per platform)")
+                                               f"(default: {DEFAULT_ARTIFACT} per platform)")
     return parser
 
 
@@ -378,13 +416,21 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     directory = directory.resolve()
     platform = platforms.normalize_os(args.platform) or args.platform.lower()
     arch = args.arch.lower()
-    diff_type = pipeline.DIFF_TYPES[args.type]
+    for diff_type in pipeline.expand_types(args.type):
+        summarize_type(directory, diff_type, platform, arch, args, environ)
+    return 0
+
+
+def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: str, args: argparse.Namespace,
+                   environ: Mapping[str, str]) -> None:
+    """Write, print and announce the overall summary of one diff type."""
     load_summary = None
     if diff_type.name == "asmdiffs":
         import asmdiffs_model
         load_summary = asmdiffs_model.AsmDiffsSummary.from_json
-    states = build_states(gather_files(directory, diff_type.name), expected_platforms(arch), load_summary)
-    artifact = args.artifact_name or f"SuperPMI_{diff_type.name.capitalize()}_<os>_<arch>"
+    states = build_states(gather_files(directory, diff_type.name), expected_platforms(arch), load_summary,
+                          diff_type.name)
+    artifact = args.artifact_name or DEFAULT_ARTIFACT
     text = render_document(states, diff_type, platform, arch, args.short, html_diffs=True, artifact=artifact)
     output = directory / pipeline.overall_summary_name(diff_type.name, platform, arch, short=args.short)
     jitutil.atomic_write_text(output, text)
@@ -404,7 +450,6 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
                                           artifact=artifact, limit=budget if not args.short else min(budget, SHORT_LIMIT_CHARS))
             jitutil.append_github_step_summary(github_text, environ)
     sys.stdout.flush()
-    return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -38,7 +38,7 @@ if command == "download":
     sys.exit(1 if scenario == "download_fails" else 0)
 if command == "asmdiffs":
     spmi = Path(value("-spmi_location"))
-    if scenario in ("diffs", "assert"):
+    if scenario in ("diffs", "assert", "gate"):
         (spmi / "asm.libraries.pmi" / "base").mkdir(parents=True, exist_ok=True)
         (spmi / "asm.libraries.pmi" / "base" / "12.dasm").write_text("; base listing\n")
         (spmi / "diff_summary.json").write_text(json.dumps({"fake": True, "scenario": scenario}))
@@ -49,6 +49,13 @@ if command == "asmdiffs":
         sys.exit(1)
     if scenario == "nodiffs":
         (spmi / "diff_summary.json").write_text(json.dumps({"fake": True, "scenario": scenario}))
+    sys.exit(0)
+if command in ("tpdiff", "memdiff"):
+    spmi = Path(value("-spmi_location"))
+    (spmi / (command + "_summary.json")).write_text(json.dumps({"fake": True, "scenario": command}))
+    if command == "memdiff" and scenario == "gate":
+        print("Error: memory gate: a.mch Overall BytesAllocated grew by +40.00% (threshold 25%)")
+        sys.exit(2)
     sys.exit(0)
 if command == "summarize":
     data = json.loads(Path(value("-summaries")).read_text())
@@ -65,16 +72,22 @@ def make_payload(root: Path, host_os: str = "linux") -> Path:
         shutil.copy2(REPO / name, payload / name)
     (payload / "superpmi.py").write_text(FAKE_SUPERPMI)
     for side in ("base", "diff"):
-        for target_arch in ("arm64", "x64"):
-            partition = pipeline.partition_for_target("linux", target_arch)
-            jit = payload / side / "checked" / partition.jit_name(host_os)
-            jit.parent.mkdir(parents=True, exist_ok=True)
-            jit.write_text("jit")
-    (payload / "base" / "baseline.json").write_text(json.dumps({"version": 1, "hashes": {"checked": "abc123"}}))
+        for flavour in ("checked", "release"):
+            for target_arch in ("arm64", "x64"):
+                partition = pipeline.partition_for_target("linux", target_arch)
+                jit = payload / side / flavour / partition.jit_name(host_os)
+                jit.parent.mkdir(parents=True, exist_ok=True)
+                jit.write_text("jit")
+    for name in pipeline.pin_files(host_os, "x64"):
+        (payload / name).parent.mkdir(parents=True, exist_ok=True)
+        (payload / name).write_text("pin")
+    (payload / "base" / "baseline.json").write_text(json.dumps({"version": 1, "hashes": {"checked": "abc123",
+                                                                                         "release": "def456"}}))
     return payload
 
 
-def run_driver(tmp_path: Path, scenario: str, target_arch: str = "arm64", extra: List[str] = ()) -> Dict[str, object]:
+def run_driver(tmp_path: Path, scenario: str, target_arch: str = "arm64", extra: List[str] = (),
+               type_name: str = "asmdiffs") -> Dict[str, object]:
     payload = make_payload(tmp_path)
     upload = tmp_path / "upload"
     upload.mkdir(parents=True)
@@ -84,7 +97,7 @@ def run_driver(tmp_path: Path, scenario: str, target_arch: str = "arm64", extra:
                 "HELIX_WORKITEM_UPLOAD_ROOT": str(upload), "HELIX_PYTHONPATH": sys.executable})
     argv = [sys.executable, str(payload / "superpmi_asmdiffs.py"), "-base_jit_directory", str(payload / "base"),
             "-diff_jit_directory", str(payload / "diff"), "-log_directory", str(upload), "-arch", target_arch,
-            "-platform", "Linux", "-type", "asmdiffs", *extra]
+            "-platform", "Linux", "-type", type_name, *extra]
     work = tmp_path / "work"
     work.mkdir()
     proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=60)
@@ -157,6 +170,53 @@ def test_no_diffs_zip_and_failed_download_placeholders(tmp_path: Path) -> None:
     assert sorted(status["placeholders"]) == sorted(["superpmi_asmdiffs_summary_linux_arm64.md",
                                                      "superpmi_asmdiffs_summary_linux_arm64.json",
                                                      "superpmi_asmdiffs_linux_arm64.log"])
+
+
+def test_all_types_release_jits_pin_and_the_memory_gate(tmp_path: Path) -> None:
+    result = run_driver(tmp_path, "gate", type_name="all")
+    proc, upload, payload = result["proc"], result["upload"], result["payload"]
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "work item linux-arm64 failed in: memdiff (memory gate)" in proc.stdout + proc.stderr
+    commands = [c[0] for c in result["calls"]]
+    assert commands == ["download", "asmdiffs", "summarize", "tpdiff", "summarize", "memdiff", "summarize"]
+    calls = {c[0]: c for c in result["calls"] if c[0] != "summarize"}
+    jit = "libclrjit_universal_arm64_x64.so"
+    for name in ("tpdiff", "memdiff"):
+        call = calls[name]
+        assert call[call.index("-base_jit_path") + 1] == str(payload / "base" / "release" / jit)
+        assert call[call.index("-diff_jit_path") + 1] == str(payload / "diff" / "release" / jit)
+    assert calls["tpdiff"][calls["tpdiff"].index("-pin_path") + 1] == str(payload / "pin")
+    assert "-pin_path" not in calls["memdiff"] and "-pin_path" not in calls["asmdiffs"]
+    partition = pipeline.partition_for_target("linux", "arm64")
+    for name in pipeline.declared_results(partition, pipeline.expand_types("all")):
+        assert (upload / name).is_file(), name
+    assert (upload / "superpmi_memdiff_summary_linux_arm64.md").read_text() == "summary of memdiff\n"
+    status = json.loads((upload / "superpmi_status_linux_arm64.json").read_text())
+    failed = [s for s in status["steps"] if not s["ok"]]
+    assert [(s["name"], s["exit_code"], s["gate"]) for s in failed] == [("memdiff", 2, True)]
+    assert failed[0]["problems"] == ["memory gate crossed (memdiff exit code 2)",
+                                     "memory gate: a.mch Overall BytesAllocated grew by +40.00% (threshold 25%)"]
+    assert status["baseline_hashes"] == {"asmdiffs": "abc123", "tpdiff": "def456", "memdiff": "def456"}
+    assert "-base_git_hash def456" in status["repro"]["memdiff"]
+
+
+def test_tpdiff_without_pin_in_the_payload_is_a_failed_step(tmp_path: Path) -> None:
+    payload = make_payload(tmp_path / "p")
+    shutil.rmtree(payload / "pin")
+    upload = tmp_path / "upload"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update({"FAKE_CALLS": str(tmp_path / "calls"), "HELIX_PYTHONPATH": sys.executable})
+    proc = subprocess.run([sys.executable, str(payload / "superpmi_asmdiffs.py"), "-base_jit_directory",
+                           str(payload / "base"), "-diff_jit_directory", str(payload / "diff"), "-log_directory",
+                           str(upload), "-arch", "x64", "-platform", "linux", "-type", "tpdiff"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    status = json.loads((upload / "superpmi_status_linux_x64.json").read_text())
+    assert status["steps"][-1]["name"] == "tpdiff"
+    pintool = payload / "pin" / "clrjit_inscount_x64" / "libclrjit_inscount.so"
+    assert status["steps"][-1]["problems"] == [f"PIN package file {payload / 'pin' / 'pin'} is not in the payload",
+                                               f"PIN package file {pintool} is not in the payload"]
+    assert (upload / "superpmi_tpdiff_summary_linux_x64.md").read_text() == "<empty>"
 
 
 def test_missing_jit_is_a_failed_step(tmp_path: Path) -> None:

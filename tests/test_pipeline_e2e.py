@@ -1,10 +1,13 @@
-"""The whole superpmi-asmdiffs pipeline run locally on the sample toolchain, for both hosts.
+"""The whole superpmi-asmdiffs pipeline (`-type all`: asmdiffs, tpdiff, memdiff) run locally
+on the sample toolchain, for both hosts.
 
-x64 host (5 work items): the windows-x64 diff JIT asserts, the linux-x64 diff JIT is
-the baseline (no diffs), the arm64 targets have ordinary diffs.
+x64 host (5 work items): the windows-x64 checked diff JIT asserts, the linux-x64 checked
+diff JIT is the baseline (no asm diffs) and its release diff JIT is the sample's
+`diff_memblowup` one (BytesAllocated +40 %: the memory gate fails that work item), the
+arm64 targets have ordinary diffs.
 x86 host (2 work items): windows-x86 has diffs; the private store has nothing for
 linux-arm, so its work item must download, cannot (the storage URL points at a
-closed local port) and leaves only placeholders: MISSING in the summary.
+closed local port) and leaves only placeholders: MISSING in every summary.
 """
 from __future__ import annotations
 
@@ -47,13 +50,23 @@ class HostRun:
 
     @property
     def overall(self) -> str:
-        name = pipeline.overall_summary_name("asmdiffs", HOST_OS, self.host_arch)
+        return self.overall_of("asmdiffs")
+
+    def overall_of(self, type_name: str) -> str:
+        name = pipeline.overall_summary_name(type_name, HOST_OS, self.host_arch)
         return (self.results / name).read_text(encoding="utf-8")
+
+    def issues(self, type_name: str) -> List[str]:
+        """`##vso[task.logissue type=error]` messages about `type_name`."""
+        prefix = "##vso[task.logissue type=error]"
+        return [line[len(prefix):] for line in self.proc.stdout.splitlines()
+                if line.startswith(prefix + type_name + " on ")]
 
 
 def make_toolchain(out: Path, host_arch: str) -> Path:
     subprocess.run([sys.executable, str(REPO / "sample" / "make_toolchain.py"), str(out), "--contexts", "24",
-                    "--collections", "libraries.pmi", "--host_arch", host_arch, "--seed", "3"],
+                    "--collections", "libraries.pmi", "--host_arch", host_arch, "--seed", "3",
+                    "--memblowup_set", "libraries"],
                    check=True, stdout=subprocess.DEVNULL)
     return out
 
@@ -71,11 +84,15 @@ def run_host(root: Path, host_arch: str, github_summary: Path) -> HostRun:
     toolchain = make_toolchain(root / f"toolchain_{host_arch}", host_arch)
     product = root / f"product_{host_arch}"
     shutil.copytree(toolchain / "core_root", product)
+    release_product = root / f"product_release_{host_arch}"
+    shutil.copytree(toolchain / "release" / "diff", release_product)
     store = root / f"store_{host_arch}"
     shutil.copytree(toolchain / "collections", store)
     if host_arch == "x64":
         make_jit(product / jit_name("windows", "x64"), "windows-x64", '{"assert_every": 2}')
         shutil.copy2(toolchain / "base" / jit_name("linux", "x64"), product / jit_name("linux", "x64"))
+        shutil.copy2(toolchain / "release" / "diff_memblowup" / jit_name("linux", "x64"),
+                     release_product / jit_name("linux", "x64"))
     else:
         for guid_dir in store.iterdir():
             shutil.rmtree(guid_dir / "linux" / "arm")
@@ -86,7 +103,9 @@ def run_host(root: Path, host_arch: str, github_summary: Path) -> HostRun:
     argv = [sys.executable, str(REPO / "superpmi_asmdiffs_setup.py"), "-product_directory", str(product),
             "-host_arch", host_arch, "-payload_directory", str(payload), "-base_jit_directory",
             str(toolchain / "base"), "-base_git_hash", BASELINE_HASH, "-private_store", str(store),
-            "-diff_jit_options", "JitNoCSE=0;JitNoInline=0", "--run_locally", "-parallelism", "3"]
+            "-release_product_directory", str(release_product), "-release_base_jit_directory",
+            str(toolchain / "release" / "base"), "-pin_directory", str(toolchain / "pintools" / "1.0" / HOST_OS),
+            "-diff_jit_options", "JitNoCSE=0;JitNoInline=0", "-type", "all", "--run_locally", "-parallelism", "3"]
     work = root / f"cwd_{host_arch}"
     work.mkdir()
     proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=300)
@@ -135,10 +154,11 @@ def test_every_work_item_ran_and_left_its_files(runs) -> None:
         assert items == sorted(p.name for p in partitions)
         for partition in partitions:
             folder = run.results / partition.name
-            for name in pipeline.declared_results(partition, pipeline.expand_types("asmdiffs")):
+            for name in pipeline.declared_results(partition, pipeline.expand_types("all")):
                 assert (folder / name).is_file(), f"{partition.name}: {name}\n{show(run)}"
-            summary = (folder / pipeline.summary_md_name("asmdiffs", *partition.label.split("_"))).read_text()
-            assert (summary == "<empty>") == (partition.name == "linux-arm"), partition.name
+            for type_name in ("asmdiffs", "tpdiff", "memdiff"):
+                summary = (folder / pipeline.summary_md_name(type_name, *partition.label.split("_"))).read_text()
+                assert (summary == "<empty>") == (partition.name == "linux-arm"), (partition.name, type_name)
         proj = ET.parse(run.payload.with_name(run.payload.name + "_helix") / "superpmi-asmdiffs.proj")
         assert [w.get("Include") for w in proj.getroot().iter("HelixWorkItem")] == [p.name for p in partitions]
         for name in ("CorrelationPayloadDirectory", "Architecture", "Creator", "HelixSourcePrefix"):
@@ -173,8 +193,8 @@ def test_x64_summary_box_impact_order_and_platforms(runs) -> None:
     assert "```diff" not in text and "<pre><code>" in text  # fences rewritten for AzDO
     path = run.results / pipeline.overall_summary_name("asmdiffs", HOST_OS, "x64")
     assert f"##vso[task.uploadsummary]{path}\n" in run.proc.stdout
-    issues = [line for line in run.proc.stdout.splitlines() if line.startswith("##vso[task.logissue type=error]")]
-    assert len(issues) == 1 and issues[0].startswith("##vso[task.logissue type=error]asmdiffs on windows x64:")
+    issues = run.issues("asmdiffs")
+    assert len(issues) == 1 and issues[0].startswith("asmdiffs on windows x64:")
 
 
 def test_x86_missing_platform_and_placeholders(runs) -> None:
@@ -195,8 +215,10 @@ def test_x86_missing_platform_and_placeholders(runs) -> None:
     assert status["ok"] is False and status["steps"][0]["name"] == "download"
     with zipfile.ZipFile(run.results / "win-x86" / "Asmdiffs_windows_x86.zip") as archive:
         assert any(name.endswith(".dasm") for name in archive.namelist())
-    issues = [line for line in run.proc.stdout.splitlines() if line.startswith("##vso[task.logissue type=error]")]
-    assert [i.split("]")[1].split(":")[0] for i in issues] == ["asmdiffs on linux arm"]
+    for type_name in ("asmdiffs", "tpdiff", "memdiff"):
+        assert [i.split(":")[0] for i in run.issues(type_name)] == [f"{type_name} on linux arm"]
+        box = run.overall_of(type_name).split("\n## ")[0]
+        assert "MISSING" in box and "download failed" in box
 
 
 def test_github_step_summary_keeps_diff_fences(runs) -> None:
@@ -205,6 +227,81 @@ def test_github_step_summary_keeps_diff_fences(runs) -> None:
         assert len(text.encode("utf-8")) < 1024 * 1024
         assert text.startswith(f"# ASM diffs generated on {HOST_OS} {arch}\n")
         assert "```diff" in text and "<pre><code>" not in text
+        titles = [f"# ASM diffs generated on {HOST_OS} {arch}\n", f"# Throughput impact on {HOST_OS} {arch}\n",
+                  f"# Memory impact on {HOST_OS} {arch}\n"]
+        positions = [text.find(title) for title in titles]
+        assert 0 == positions[0] < positions[1] < positions[2], positions
+
+
+def test_three_overall_summaries_per_host_in_tab_order(runs) -> None:
+    for arch in ("x64", "x86"):
+        run = runs[arch]
+        names = [pipeline.overall_summary_name(t, HOST_OS, arch) for t in ("asmdiffs", "tpdiff", "memdiff")]
+        assert names == sorted(names) and [n[:2] for n in names] == ["1_", "2_", "3_"]
+        uploads = [line.split("]", 1)[1] for line in run.proc.stdout.splitlines()
+                   if line.startswith("##vso[task.uploadsummary]")]
+        assert uploads == [str(run.results / name) for name in names], show(run)
+        tp, mem = run.overall_of("tpdiff"), run.overall_of("memdiff")
+        assert tp.startswith(f"# Throughput impact on {HOST_OS} {arch}\n\nThe following shows the impact on "
+                             "throughput in terms of number of instructions executed inside the JIT. Negative "
+                             "percentages/lower numbers are better.\n\n")
+        assert mem.startswith(f"# Memory impact on {HOST_OS} {arch}\n\nThe following shows the impact on memory "
+                              "in terms of bytes allocated by the JIT. Negative percentages/lower numbers are better.")
+        expected = {f"{p.target_os} {p.target_arch}" for p in pipeline.partitions_for_host(arch)}
+        for text in (tp, mem):
+            assert set(sections(text)) == expected
+            assert "No throughput diffs found" not in text and "No memory diffs found" not in text
+        for partition in pipeline.partitions_for_host(arch):
+            if partition.name == "linux-arm":
+                continue
+            label = f"{partition.target_os} {partition.target_arch}"
+            assert "Diff executed instructions" in sections(tp)[label] or "PDIFF" in sections(tp)[label]
+            assert "BytesAllocated" in sections(mem)[label]
+    assert runs["x64"].issues("tpdiff") == []
+
+
+def test_memory_gate_fails_its_work_item_and_tops_the_memdiff_summary(runs) -> None:
+    run = runs["x64"]
+    text = run.overall_of("memdiff")
+    box = text.split("\n## ")[0]
+    assert "Memory gate failed" in box and "linux x64" in box
+    gate_row = next(line for line in box.splitlines() if line.startswith("|linux x64|"))
+    assert "memory gate" in gate_row and "BytesAllocated" in gate_row and "libraries.pmi" in gate_row
+    for other in ("windows x64", "windows arm64", "linux arm64", "osx arm64"):
+        assert f"|{other}|" not in box  # the windows x64 assert belongs to asmdiffs only
+    assert "Memory gate failed" in sections(text)["linux x64"]  # the platform's own summary says it first
+    status = json.loads((run.results / "linux-x64" / "superpmi_status_linux_x64.json").read_text())
+    assert status["ok"] is False
+    failed = [s for s in status["steps"] if not s["ok"]]
+    assert [(s["name"], s["exit_code"], s["gate"]) for s in failed] == [("memdiff", 2, True)]
+    assert failed[0]["problems"][0].startswith("memory gate crossed (memdiff exit code 2)")
+    console = (run.local / "workitems" / "linux-x64" / "console.log").read_text()
+    assert "work item linux-x64 failed in: memdiff (memory gate)" in console
+    issues = run.issues("memdiff")
+    assert len(issues) == 1 and issues[0].startswith("memdiff on linux x64: memory gate crossed")
+    assert "asmdiffs" not in " ".join(issues)
+    tp_box = run.overall_of("tpdiff").split("\n## ")[0]
+    assert "Work item problems" not in tp_box and "Memory gate" not in tp_box
+
+
+def test_payload_whose_superpmi_cannot_find_its_code_fails(runs, tmp_path: Path) -> None:
+    """The payload's superpmi loads code only from the payload: without its lib/ the work item fails."""
+    run = runs["x86"]
+    broken = tmp_path / "payload"
+    shutil.copytree(run.payload, broken, symlinks=True)
+    shutil.rmtree(broken / "lib")
+    guid = json.loads((run.toolchain / "toolchain.json").read_text())["jit_ee_guid"]
+    store = setup.under(setup.PAYLOAD, HOST_OS, pipeline.LOCAL_COLLECTIONS_DIR, "private_store_0", guid, "windows",
+                        "x86")
+    plan = setup.CollectionPlan(per_partition=(("win-x86", (store,)),))
+    item = next(i for i in setup.plan_work_items(HOST_OS, "x86", "asmdiffs", collections=plan) if i.name == "win-x86")
+    result = setup.run_work_item_locally(item, broken, tmp_path / "items", sys.executable, "id", dict(os.environ))
+    assert result.exit_code != 0
+    status = json.loads((result.directory / "upload" / "superpmi_status_windows_x86.json").read_text())
+    assert [s["name"] for s in status["steps"] if not s["ok"]] == ["asmdiffs"]
+    log = (result.directory / "upload" / "superpmi_asmdiffs_windows_x86.log").read_text(errors="replace")
+    assert f"error while loading shared libraries: the sample code is not in {result.directory / 'payload' / 'lib'}" \
+        in log
 
 
 def test_work_item_needing_a_file_outside_the_payload_fails(runs, tmp_path: Path) -> None:

@@ -157,7 +157,18 @@ def test_payload_needs_and_missing_description(tmp_path: Path) -> None:
                     "(checked baseline JIT; needed by linux-arm)")
     release_missing = setup.missing_needs(tmp_path, items, "linux", pipeline.expand_types("tpdiff"))
     assert {n.path for n in release_missing["win-x86"]} == {"base/release/libclrjit_win_x86_x86.so",
-                                                            "diff/release/libclrjit_win_x86_x86.so"}
+                                                            "diff/release/libclrjit_win_x86_x86.so",
+                                                            "pin/pin", "pin/clrjit_inscount_x86/libclrjit_inscount.so"}
+    memdiff_missing = setup.missing_needs(tmp_path, items, "linux", pipeline.expand_types("memdiff"))
+    assert not any(n.path.startswith("pin/") for n in memdiff_missing["win-x86"])
+
+
+def test_pin_files_and_step_types() -> None:
+    assert pipeline.pin_files("windows", "x64") == ["pin/pin.exe", "pin/clrjit_inscount_x64/clrjit_inscount.dll"]
+    assert [t.name for t in pipeline.expand_types("all") if t.uses_pin] == ["tpdiff"]
+    assert [(t.name, t.gate_exit) for t in pipeline.expand_types("all") if t.gate_exit] == [("memdiff", 2)]
+    assert [pipeline.step_type(n) for n in ("download", "asmdiffs", "memdiff markdown", "tpdiff", "driver")] == [
+        None, "asmdiffs", "memdiff", "tpdiff", None]
 
 
 def test_split_options_and_variables() -> None:

@@ -86,6 +86,61 @@ def test_tpdiff_overall_concatenates_platforms(tmp_path: Path) -> None:
     assert "##vso[task.uploadsummary]" not in proc.stdout
 
 
+def test_all_writes_three_summaries_in_tab_order(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(REPO / "superpmi_asmdiffs_summarize.py"), "-diff_summary_dir",
+                           str(tmp_path), "-arch", "x86", "-platform", "windows", "-type", "all"],
+                          capture_output=True, text=True, timeout=60, env=dict(without_ci_variables(), TF_BUILD="True"))
+    assert proc.returncode == 0, proc.stderr
+    expected = [("asmdiffs", "# ASM diffs generated on windows x86\n", "No asmdiffs found"),
+                ("tpdiff", "# Throughput impact on windows x86\n", "No throughput diffs found"),
+                ("memdiff", "# Memory impact on windows x86\n", "No memory diffs found")]
+    paths = [tmp_path / pipeline.overall_summary_name(t, "windows", "x86") for t, _, _ in expected]
+    assert [p.name[:2] for p in paths] == ["1_", "2_", "3_"]
+    uploads = [line for line in proc.stdout.splitlines() if line.startswith("##vso[task.uploadsummary]")]
+    assert uploads == [f"##vso[task.uploadsummary]{p}" for p in paths]
+    for path, (type_name, heading, nothing) in zip(paths, expected):
+        text = path.read_text()
+        assert text.startswith(heading) and nothing in text
+        assert "MISSING: no linux arm results came back" in text
+        assert proc.stdout.index(heading) < proc.stdout.index(f"##vso[task.uploadsummary]{path}")
+    issues = [line.split("]", 1)[1].split(":")[0] for line in proc.stdout.splitlines() if "logissue" in line]
+    assert issues == [f"{t} on {p}" for t, _, _ in expected for p in ("windows x86", "linux arm")]
+
+
+def test_each_type_counts_only_its_own_steps_and_shows_the_memory_gate(tmp_path: Path) -> None:
+    steps = [{"name": "download", "exit_code": 0, "ok": True, "problems": []},
+             {"name": "asmdiffs", "exit_code": 1, "ok": False,
+              "problems": ["Assertion failed: x (a.cpp:1) (count: 1)"]},
+             {"name": "asmdiffs markdown", "exit_code": 0, "ok": True, "problems": []},
+             {"name": "tpdiff", "exit_code": 0, "ok": True, "problems": []},
+             {"name": "memdiff", "exit_code": 2, "ok": False, "gate": True,
+              "problems": ["memory gate crossed (memdiff exit code 2)",
+                           "memory gate: a.mch Overall BytesAllocated grew by +40.00% (threshold 25%)"]}]
+    (tmp_path / "superpmi_status_windows_x86.json").write_text(json.dumps({"ok": False, "steps": steps}))
+    for type_name in ("asmdiffs", "tpdiff", "memdiff"):
+        (tmp_path / pipeline.summary_md_name(type_name, "windows", "x86")).write_text(f"{type_name} text")
+        (tmp_path / pipeline.summary_md_name(type_name, "linux", "arm")).write_text(f"{type_name} text")
+
+    def state(type_name: str) -> summarize.PlatformState:
+        states = summarize.build_states(summarize.gather_files(tmp_path, type_name),
+                                        summarize.expected_platforms("x86"), None, type_name)
+        return states[0]
+
+    asm, tp, mem = state("asmdiffs"), state("tpdiff"), state("memdiff")
+    assert asm.failed and not asm.gate_failed
+    assert asm.problems == ["asmdiffs failed (exit code 1): Assertion failed: x (a.cpp:1) (count: 1)"]
+    assert not tp.failed and tp.problems == [] and summarize.pipeline_box([tp]) == ""
+    assert mem.failed and mem.gate_failed
+    assert mem.problems == ["memory gate crossed (memdiff exit code 2)",
+                            "memory gate: a.mch Overall BytesAllocated grew by +40.00% (threshold 25%)"]
+    box = summarize.pipeline_box([mem])
+    assert box.startswith('**<span style="color:red">Memory gate failed</span>** on windows x86: ')
+    assert '|windows x86|<span style="color:red">memory gate</span>|memory gate crossed' in box
+    assert summarize.failure_messages([mem], "memdiff") == [
+        "memdiff on windows x86: memory gate crossed (memdiff exit code 2); memory gate: a.mch Overall "
+        "BytesAllocated grew by +40.00% (threshold 25%)"]
+
+
 def test_bad_directory_is_one_line_error(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(REPO / "superpmi_asmdiffs_summarize.py"), "-diff_summary_dir",
                            str(tmp_path / "nope"), "-arch", "x64", "-platform", "windows", "-type", "asmdiffs"],

@@ -113,7 +113,7 @@ def test_azdo_triggers_and_skip_condition() -> None:
     assert "src/coreclr/jit/*" in paths and "src/coreclr/inc/jiteeversionguid.h" in paths
     stage = next(s for s in doc["stages"] if s["stage"] == "AsmDiffs")
     assert "JitEEGuidChanged" in stage["condition"] and stage["dependsOn"] == "Check"
-    hosts = doc["parameters"][0]["default"]
+    hosts = next(p for p in doc["parameters"] if p["name"] == "hosts")["default"]
     for host in hosts:
         expected = [p.name for p in pipeline.partitions_for_host(host["arch"])]
         assert [p["name"] for p in host["partitions"]] == expected
@@ -131,3 +131,33 @@ def test_github_matrix_covers_every_partition() -> None:
     assert [(m["name"], m["host_arch"], m["platform"], m["arch"]) for m in matrix] == expected
     assert "jitee_changed" in doc["jobs"]["payload"]["if"]
     assert doc["jobs"]["summarize"]["needs"] == ["check", "diffs"]
+
+
+def type_arguments(path: Path) -> List[Tuple[str, str]]:
+    """(script, value of -type) for every call that passes one."""
+    found = []
+    for name, args in all_invocations(path):
+        if "-type" in args:
+            found.append((name, " ".join(args[args.index("-type") + 1:]).split(" -")[0].split(" --")[0]))
+    return found
+
+
+def test_every_type_runs_and_is_summarized() -> None:
+    """Setup, work items and summarize get the same -type, which can be `all` (and is by default)."""
+    azdo = load(AZDO)
+    parameter = next(p for p in azdo["parameters"] if p["name"] == "diffType")
+    assert parameter["default"] == "all" and sorted(parameter["values"]) == sorted(pipeline.TYPE_CHOICES)
+    assert {value for _, value in type_arguments(AZDO)} == {"${{ parameters.diffType }}"}
+    assert {name for name, _ in type_arguments(AZDO)} == {pipeline.SETUP_SCRIPT, pipeline.SUMMARIZE_SCRIPT}
+    github = load(GITHUB)
+    on = github.get("on", github.get(True))
+    choice = on["workflow_dispatch"]["inputs"]["type"]
+    assert choice["default"] == "all" and sorted(choice["options"]) == sorted(pipeline.TYPE_CHOICES)
+    assert github["env"]["DIFF_TYPE"] == "${{ inputs.type || 'all' }}"
+    assert {value for _, value in type_arguments(GITHUB)} == {"${{ env.DIFF_TYPE }}"}
+    assert {name for name, _ in type_arguments(GITHUB)} == set(PARSERS)
+    for path in (AZDO, GITHUB):
+        setup_args = [args for name, args in all_invocations(path) if name == pipeline.SETUP_SCRIPT]
+        assert all("-release_product_directory" in args for args in setup_args)
+        texts = list(script_texts(load(path)))
+        assert any("-configuration Release" in text for text in texts)
