@@ -205,33 +205,46 @@ def setup_logging(console_level: int, log_file: Optional[Path]) -> None:
         log.info("================ Logging to %s", log_file)
 
 
-def report_error(prog: str, message: str) -> None:
-    """The one line a user sees for an error: through the log once it is set up, else stderr."""
-    if log.handlers:
+def report_error(prog: str, message: str, to_stderr: bool = False) -> None:
+    """The one line a user sees for an error.
+
+    Through the console log once logging is set up (so log readers and the
+    log file see it), else, or when `to_stderr`, as `<prog>: error: ...` on stderr.
+    """
+    if log.handlers and not to_stderr:
         log.error("Error: %s", message)
-    else:
-        print(f"{prog}: error: {message}", file=sys.stderr)
+        return
+    log.debug("Error: %s", message)
+    print(f"{prog}: error: {message}", file=sys.stderr)
 
 
-def run_guarded(prog: str, body: Callable[[], int]) -> int:
+def run_guarded(prog: str, body: Callable[[], int], errors_to_stderr: bool = False) -> int:
     """Run a script's body; every failure becomes one line and an exit code.
 
-    SuiteError: its message, exit 1. Ctrl-C: children killed, exit 130.
-    Anything else: a one-line summary (secrets redacted), the traceback only in
-    the DEBUG log, exit 1.
+    SuiteError: its message, exit 1. OSError: what failed on which file, exit 1.
+    Ctrl-C: children killed, exit 130. Anything else: a one-line summary (secrets
+    redacted), the traceback only in the DEBUG log, exit 1.
     """
+    def report(message: str) -> None:
+        report_error(prog, _redacted(message), errors_to_stderr)
+
     try:
         return int(body())
     except SuiteError as exc:
-        report_error(prog, _redacted(str(exc)))
+        report(str(exc))
         return 1
     except KeyboardInterrupt:
         kill_all_children()
-        report_error(prog, "interrupted; child processes stopped, finished outputs kept")
+        report("interrupted; child processes stopped, finished outputs kept")
         return 130
+    except OSError as exc:
+        log.debug("I/O error", exc_info=True)
+        where = f" ({exc.filename})" if exc.filename else ""
+        report(f"{exc.strerror or exc}{where}; check the path, its permissions and the free space")
+        return 1
     except Exception as exc:  # noqa: BLE001 - last line of defence
         log.debug("Unexpected error", exc_info=True)
-        report_error(prog, f"unexpected {type(exc).__name__}: {_redacted(str(exc))} (details in the log file)")
+        report(f"unexpected {type(exc).__name__}: {exc} (details in the log file)")
         return 1
 
 

@@ -471,19 +471,9 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> Dr
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     jitutil.setup_logging(logging.INFO, None)
-    try:
-        cfg = config_from_args(args, os.environ)
-        return run_work_item(cfg, os.environ)
-    except SuiteError as exc:
-        print(f"{pipeline.DRIVER_SCRIPT}: error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"{pipeline.DRIVER_SCRIPT}: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        jitutil.kill_all_children()
-        print(f"{pipeline.DRIVER_SCRIPT}: error: interrupted", file=sys.stderr)
-        return 130
+    return jitutil.run_guarded(pipeline.DRIVER_SCRIPT,
+                               lambda: run_work_item(config_from_args(args, os.environ), os.environ),
+                               errors_to_stderr=True)
 
 
 if __name__ == "__main__":

@@ -864,17 +864,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return run(args)
-    except SuiteError as exc:
-        print(f"{pipeline.SETUP_SCRIPT}: error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"{pipeline.SETUP_SCRIPT}: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"{pipeline.SETUP_SCRIPT}: error: interrupted", file=sys.stderr)
-        return 130
+    return jitutil.run_guarded(pipeline.SETUP_SCRIPT, lambda: run(args), errors_to_stderr=True)
 
 
 if __name__ == "__main__":

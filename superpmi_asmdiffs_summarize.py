@@ -455,14 +455,7 @@ def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: st
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     jitutil.setup_logging(logging.INFO, None)
-    try:
-        return run(args, os.environ)
-    except SuiteError as exc:
-        print(f"{pipeline.SUMMARIZE_SCRIPT}: error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"{pipeline.SUMMARIZE_SCRIPT}: error: {exc}", file=sys.stderr)
-        return 1
+    return jitutil.run_guarded(pipeline.SUMMARIZE_SCRIPT, lambda: run(args, os.environ), errors_to_stderr=True)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,21 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 
+@pytest.fixture(autouse=True)
+def reset_suite_logger():
+    """In-process runs set up the suite's logger; leave it as a fresh process has it."""
+    import logging
+    yield
+    logger = logging.getLogger("superpmi")
+    for handler in list(logger.handlers):
+        handler.close()
+        logger.removeHandler(handler)
+    for log_filter in list(logger.filters):
+        logger.removeFilter(log_filter)
+    logger.propagate = True
+    logger.setLevel(logging.NOTSET)
+
+
 @pytest.fixture(scope="session")
 def sample_toolchain(tmp_path_factory) -> Path:
     """A small sample toolchain (all targets of a Linux x64 host), made once per session.
