@@ -5,7 +5,6 @@ import os
 import re
 import shutil
 import stat
-import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import List, Tuple
 import pytest
 
 import superpmi
+from e2e_support import collection, superpmi_processes_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -22,24 +22,6 @@ REPO = Path(__file__).resolve().parent.parent
 def fast_toolchain(monkeypatch):
     monkeypatch.setenv("SPMI_SAMPLE_START_MS", "0")
     monkeypatch.delenv("TF_BUILD", raising=False)
-    yield
-    drop_log_handlers()
-
-
-def drop_log_handlers() -> None:
-    """In-process runs configure the suite's logger (handlers on the captured stdout, no propagation);
-    later tests must find it as it was."""
-    logger = logging.getLogger("superpmi")
-    for handler in list(logger.handlers):
-        logger.removeHandler(handler)
-        handler.close()
-    logger.propagate = True
-    logger.setLevel(logging.NOTSET)
-
-
-def collection(toolchain: Path, name: str = "libraries.pmi", arch: str = "x64") -> Path:
-    [mch] = sorted(toolchain.glob(f"collections/*/linux/{arch}/{name}.*.mch"))
-    return mch
 
 
 @pytest.fixture(scope="module")
@@ -278,21 +260,6 @@ def test_json_summary_jitdump_and_release_mode(capsys, sample_toolchain, tmp_pat
     assert invoke.endswith(f"-c 1-40 -ignoreStoredConfig {sample_toolchain / 'base' / 'libclrjit.so'} "
                            f"{sample_toolchain / 'core_root' / 'libclrjit.so'} {mch}")
     assert not list((tmp_path / "release").glob("asm.*")) and not list((tmp_path / "release").glob("diff_summary*"))
-
-
-def superpmi_processes_for(mch: Path) -> List[int]:
-    """superpmi processes replaying `mch` (its `-details` argument tells them from the suite's own
-    process, and from a just-forked child that still shows the suite's command line)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                args = (entry / "cmdline").read_bytes().decode("utf-8", "replace").split("\0")
-            except OSError:
-                continue
-            if str(mch) in args and "-details" in args:
-                found.append(int(entry.name))
-    return found
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find leftover processes")

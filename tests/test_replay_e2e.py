@@ -1,7 +1,6 @@
 """`superpmi.py replay` end to end against the sample toolchain."""
 from __future__ import annotations
 
-import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import List, Tuple
 import pytest
 
 import superpmi
+from e2e_support import collection, superpmi_processes_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -17,19 +17,6 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(autouse=True)
 def fast_toolchain(monkeypatch):
     monkeypatch.setenv("SPMI_SAMPLE_START_MS", "0")
-    yield
-    drop_log_handlers()
-
-
-def drop_log_handlers() -> None:
-    """In-process runs configure the suite's logger (handlers on the captured stdout, no propagation);
-    later tests must find it as it was."""
-    logger = logging.getLogger("superpmi")
-    for handler in list(logger.handlers):
-        logger.removeHandler(handler)
-        handler.close()
-    logger.propagate = True
-    logger.setLevel(logging.NOTSET)
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +30,6 @@ def faulty(tmp_path_factory) -> Path:
     make_collection(out / "hang.mch", "linux", "x64", contexts=12, faults={"hang": [4]})
     (out / "notacollection.mch").write_bytes(b"PK\x03\x04 zip, not a collection")
     return out
-
-
-def collection(toolchain: Path, name: str = "libraries.pmi", arch: str = "x64") -> Path:
-    [mch] = sorted(toolchain.glob(f"collections/*/linux/{arch}/{name}.*.mch"))
-    return mch
 
 
 def replay(capsys, toolchain: Path, spmi: Path, *extra: str) -> Tuple[int, str]:
@@ -155,21 +137,6 @@ def test_bad_inputs_give_one_line_and_exit_1(sample_toolchain, faulty, tmp_path)
         assert "Traceback" not in text
         error_lines = [line for line in text.splitlines() if "rror" in line]
         assert len(error_lines) == 1, (extra, text)
-
-
-def superpmi_processes_for(mch: Path) -> List[int]:
-    """superpmi processes replaying `mch` (its `-details` argument tells them from the suite's own
-    process, and from a just-forked child that still shows the suite's command line)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                args = (entry / "cmdline").read_bytes().decode("utf-8", "replace").split("\0")
-            except OSError:
-                continue
-            if str(mch) in args and "-details" in args:
-                found.append(int(entry.name))
-    return found
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find leftover processes")
