@@ -2,8 +2,10 @@
 
 One `run()` for every child process, logging set-up, one-line user errors,
 safe file writes, progress bars and the Azure DevOps / GitHub output
-conventions. Storage access lives in `storage.py` and git in `git_utils.py`;
-both are re-exported here for scripts that want a single import.
+conventions. Larger shared concerns have their own modules beside this one:
+`storage.py` (Azure Blob Storage: listing, verified downloads, safe unzip,
+uploads), `git_utils.py` (merge-base and JIT change history) and
+`platforms.py` (everything that differs between Windows, Linux and macOS).
 """
 from __future__ import annotations
 
