@@ -25,8 +25,6 @@ def reset_suite_logger():
     for handler in list(logger.handlers):
         handler.close()
         logger.removeHandler(handler)
-    for log_filter in list(logger.filters):
-        logger.removeFilter(log_filter)
     logger.propagate = True
     logger.setLevel(logging.NOTSET)
 
