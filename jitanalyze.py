@@ -317,6 +317,8 @@ class MethodMetrics:
 
 @dataclass
 class ParsedListing:
+    """The methods of one listing file."""
+
     methods: Dict[str, MethodMetrics]
     release_listings: int  # footers without metrics (`; Total bytes of code N`)
 
@@ -500,6 +502,8 @@ class _TopN:
 
 @dataclass
 class FileEntry:
+    """A file pair in the per-file tables."""
+
     base_key: str
     diff_key: str
     delta: float
@@ -508,6 +512,8 @@ class FileEntry:
 
 @dataclass
 class MethodEntry:
+    """A method in the per-method tables."""
+
     file_key: str  # the base file's key
     name: str
     delta: float
@@ -577,6 +583,8 @@ class AnalyzeOptions:
 
 @dataclass
 class MethodMismatch:
+    """Methods found in only one listing of a file pair."""
+
     base_key: str
     only_in_base: List[str]
     only_in_diff: List[str]
@@ -584,6 +592,8 @@ class MethodMismatch:
 
 @dataclass
 class AnalysisResult:
+    """Everything an analysis found, per metric."""
+
     options: AnalyzeOptions
     summaries: Dict[str, MetricSummary]
     paired_files: int = 0

@@ -20,8 +20,9 @@ import json
 import logging
 import math
 from dataclasses import dataclass
+from itertools import compress
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 import baseline
 import details
@@ -30,7 +31,6 @@ import jitutil
 import mch_sources
 import metricdiff_model as model
 import metricdiff_report as report
-import pintools
 import replay
 import spmi_config
 import storage
@@ -38,6 +38,9 @@ import superpmi_tool
 from jitutil import SuiteError
 from metricdiff_model import BYTES_ALLOCATED, INSTRUCTIONS, MEMDIFF, TPDIFF, MetricDiffRun
 from superpmi_tool import JitPairOptions, RunFiles, RunOptions
+
+if TYPE_CHECKING:  # PIN is for tpdiff only: imported where used
+    import pintools
 
 log = logging.getLogger("superpmi")
 
@@ -233,6 +236,7 @@ def run_memdiff(args: argparse.Namespace) -> int:
 def run_metric_command(args: argparse.Namespace, kind: str) -> int:
     settings = spmi_config.resolve_settings(args, "Release")
     if kind == TPDIFF:
+        import pintools
         pintools.check_throughput_host(settings.arch)
     options = RunOptions.from_args(args)
     spmi_config.start_logging(args, settings)
@@ -275,6 +279,7 @@ def prepare_job(args: argparse.Namespace, settings: spmi_config.Settings, option
         diff_only=spmi_config.split_option_values(getattr(args, "diff_jit_option", None), "-diff_jit_option"))
     pin = None
     if kind == TPDIFF:
+        import pintools
         pin = pintools.resolve_pin(getattr(args, "pin_path", None), settings.spmi_location, settings.host_os,
                                    settings.arch, getattr(args, "storage_url", None), settings.show_progress)
         log.info("Using pin %s with pintool %s", pin.pin, pin.pintool)
@@ -338,11 +343,17 @@ def interpret_run(spmi_run: superpmi_tool.SuperpmiRun, mch: Path, files: RunFile
         run.failures.append(model.CollectionFailure(mch.name, verdict.message))
         return None
     table = read_table(files.details_csv, [] if job.kind == TPDIFF else None)
-    counts = replay.counts_from_table(table, True) if table is not None else superpmi_tool.ContextCounts()
+    counts = context_counts(table) if table is not None else superpmi_tool.ContextCounts()
     replay.log_verdict(superpmi_tool.interpret_exit(outcome, True, counts))
     if verdict.kind == superpmi_tool.FAILURES:
         replay.report_asserts(superpmi_tool.parse_asserts(spmi_run.stdout, mch.name))
     return table
+
+
+def context_counts(table: details.DetailsTable) -> superpmi_tool.ContextCounts:
+    """Contexts replayed and missing (either side, base, diff) for the result line."""
+    base_misses, diff_misses, either = table.miss_counts()
+    return superpmi_tool.ContextCounts(table.row_count, either, base_misses, diff_misses)
 
 
 def read_table(path: Path, metrics: Optional[Sequence[str]] = None) -> Optional[details.DetailsTable]:
@@ -357,7 +368,7 @@ def read_table(path: Path, metrics: Optional[Sequence[str]] = None) -> Optional[
 
 
 def diff_throughput(job: MetricJob, mch: Path, table: details.DetailsTable, run: MetricDiffRun) -> None:
-    result = model.aggregate(mch.name, table.rows, [INSTRUCTIONS], INSTRUCTIONS, model.TPDIFF_MIN_EXAMPLE_DELTA)
+    result = model.aggregate_table(mch.name, table, [INSTRUCTIONS], INSTRUCTIONS, model.TPDIFF_MIN_EXAMPLE_DELTA)
     totals = result.total(INSTRUCTIONS)
     for line in report.tpdiff_console_lines(result, INSTRUCTIONS):
         log.info("%s", line)
@@ -424,9 +435,9 @@ def check_metrics_reported(table: details.DetailsTable, focus: str, source: str)
         raise SuiteError(f"-metric {focus}: {source} has no 'Base {focus}'/'Diff {focus}' columns "
                          f"(metrics reported: {names})")
     if focus == BYTES_ALLOCATED:
-        succeeded = [row for row in table.rows if row.both_succeeded]
-        for side, value_of in (("base", lambda r: r.base(focus)), ("diff", lambda r: r.diff(focus))):
-            if succeeded and not any(value_of(row) for row in succeeded):
+        succeeded = model.success_mask(table.columns)
+        for side, values in (("base", table.base_column(focus)), ("diff", table.diff_column(focus))):
+            if any(succeeded) and not any(compress(values, succeeded)):
                 raise SuiteError(f"the {side} JIT does not report metrics: {BYTES_ALLOCATED} is 0 for every "
                                  f"compiled context in {source}; memdiff needs a release JIT that honours "
                                  "JitReportMetrics=1")
@@ -435,7 +446,7 @@ def check_metrics_reported(table: details.DetailsTable, focus: str, source: str)
 
 def diff_memory(focus: str, mch: Path, table: details.DetailsTable, run: MetricDiffRun) -> None:
     metrics = check_metrics_reported(table, focus, mch.name)
-    result = model.aggregate(mch.name, table.rows, metrics, focus)
+    result = model.aggregate_table(mch.name, table, metrics, focus)
     for line in report.memdiff_console_lines(result):
         log.info("%s", line)
     run.collections.append(result)

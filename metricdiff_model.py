@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from itertools import compress
+from itertools import compress, repeat
+from operator import and_, eq, gt, le, lt, mul, neg, not_, sub, truediv, truth
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -90,6 +91,8 @@ def is_significant(base: Number, diff: Number) -> bool:
 
 @dataclass
 class Totals:
+    """Base and diff sums of a metric."""
+
     base: Number = 0
     diff: Number = 0
 
@@ -104,6 +107,8 @@ class Totals:
 
 @dataclass
 class SideCounts:
+    """Replay results of one JIT: successes, misses, failures."""
+
     successes: int = 0
     misses: int = 0
     failures: int = 0
@@ -170,60 +175,110 @@ def value_kind(values: Iterable[Number]) -> str:
     return "float" if any(isinstance(v, float) for v in values) else "int"
 
 
+class DiffColumns(Protocol):
+    """The per-row fields of a diff-mode details table, column-wise (`details.DetailsColumns`)."""
+
+    context: Sequence[int]
+    method_name: Sequence[str]
+    minopts: Sequence[bool]
+    base_result: Sequence[str]
+    diff_result: Sequence[str]
+    base_instructions: Sequence[int]
+    diff_instructions: Sequence[int]
+
+
+class DiffTable(Protocol):
+    """A diff-mode details table held column-wise (`details.DetailsTable` is one)."""
+
+    @property
+    def columns(self) -> DiffColumns: ...
+
+    def base_column(self, metric: str) -> Sequence[Number]: ...
+
+    def diff_column(self, metric: str) -> Sequence[Number]: ...
+
+
 def aggregate(name: str, rows: Sequence[DiffRow], metrics: Sequence[str], focus: str,
               min_example_delta: Number = 0) -> CollectionResult:
     """Sum every metric over rows where both JITs succeeded, split MinOpts/FullOpts."""
-    base_counts, diff_counts = SideCounts(), SideCounts()
-    by_class: Dict[str, List[DiffRow]] = {"MinOpts": [], "FullOpts": []}
-    for row in rows:
-        base_counts.add(row.base_result)
-        diff_counts.add(row.diff_result)
-        if both_success(row):
-            by_class[row_class(row)].append(row)
-    totals: Dict[str, Dict[str, Totals]] = {m: {} for m in metrics}
-    for class_name, class_rows in by_class.items():
-        for metric, (base_sum, diff_sum) in zip(metrics, _column_sums(class_rows, metrics)):
-            totals[metric][class_name] = Totals(base_sum, diff_sum)
+    return aggregate_table(name, RowTable(rows), metrics, focus, min_example_delta)
+
+
+def aggregate_table(name: str, table: DiffTable, metrics: Sequence[str], focus: str,
+                    min_example_delta: Number = 0) -> CollectionResult:
+    """`aggregate` over a table's columns: sums through row masks, no per-row objects."""
+    columns = table.columns
+    succeeded = success_mask(columns)
+    masks = {"MinOpts": bytes(map(and_, succeeded, columns.minopts)),
+             "FullOpts": bytes(map(gt, succeeded, columns.minopts))}  # succeeded and not MinOpts
+    totals: Dict[str, Dict[str, Totals]] = {}
     kinds: Dict[str, str] = {}
     for metric in metrics:
-        minopts, fullopts = totals[metric]["MinOpts"], totals[metric]["FullOpts"]
+        base_values, diff_values = metric_columns(table, metric)
+        by_class = {class_name: _masked_totals(base_values, diff_values, mask) for class_name, mask in masks.items()}
+        minopts, fullopts = by_class["MinOpts"], by_class["FullOpts"]
         totals[metric] = {"Overall": Totals(minopts.base + fullopts.base, minopts.diff + fullopts.diff),
                           "MinOpts": minopts, "FullOpts": fullopts}
         kinds[metric] = "float" if any(isinstance(v, float) for v in (minopts.base, minopts.diff,
                                                                        fullopts.base, fullopts.diff)) else "int"
-    contexts = {"MinOpts": len(by_class["MinOpts"]), "FullOpts": len(by_class["FullOpts"])}
+    contexts = {class_name: mask.count(1) for class_name, mask in masks.items()}
     contexts["Overall"] = contexts["MinOpts"] + contexts["FullOpts"]
-    examples = select_examples(name, by_class["MinOpts"] + by_class["FullOpts"], focus, min_example_delta)
-    return CollectionResult(name, list(metrics), kinds, totals, contexts, base_counts, diff_counts, examples)
+    examples = _select_examples(name, table, focus, succeeded, min_example_delta, TOP_COUNT)
+    return CollectionResult(name, list(metrics), kinds, totals, contexts, side_counts(columns.base_result),
+                            side_counts(columns.diff_result), examples)
 
 
-def _column_sums(rows: Sequence[DiffRow], metrics: Sequence[str]) -> List[Tuple[Number, Number]]:
-    """(Σ base, Σ diff) per metric over `rows`.
+def _masked_totals(base_values: Sequence[Number], diff_values: Sequence[Number], mask: bytes) -> Totals:
+    base_sum = sum(compress(base_values, mask))
+    return Totals(base_sum, base_sum if diff_values is base_values else sum(compress(diff_values, mask)))
 
-    Rows of a `details.DetailsTable` share column-wise value arrays (`base_columns`,
-    `position`); those are summed through a row mask in C, without a per-row call.
-    """
-    if not rows:
-        return [(0, 0) for _ in metrics]
-    first = rows[0]
-    columnar = all(hasattr(first, name) for name in ("base_columns", "diff_columns", "position", "metric_index"))
-    mask = None
-    if columnar:
-        size = len(first.base_columns[0]) if first.base_columns else 0  # type: ignore[attr-defined]
-        mask = bytearray(size)
-        for row in rows:
-            mask[row.position] = 1  # type: ignore[attr-defined]
-    sums: List[Tuple[Number, Number]] = []
-    for metric in metrics:
-        if metric == INSTRUCTIONS:
-            sums.append((sum(r.base_instructions for r in rows), sum(r.diff_instructions for r in rows)))
-        elif mask is not None and metric in first.metric_index:  # type: ignore[attr-defined]
-            position = first.metric_index[metric]  # type: ignore[attr-defined]
-            sums.append((sum(compress(first.base_columns[position], mask)),  # type: ignore[attr-defined]
-                         sum(compress(first.diff_columns[position], mask))))  # type: ignore[attr-defined]
-        else:
-            sums.append((sum(r.base(metric) for r in rows), sum(r.diff(metric) for r in rows)))
-    return sums
+
+def success_mask(columns: DiffColumns) -> bytes:
+    """1 for each row where both JITs succeeded, else 0."""
+    return bytes(map(and_, map(eq, columns.base_result, repeat(SUCCESS)),
+                     map(eq, columns.diff_result, repeat(SUCCESS))))
+
+
+def side_counts(results: Sequence[str]) -> SideCounts:
+    successes, misses = results.count(SUCCESS), results.count(MISS)
+    return SideCounts(successes, misses, len(results) - successes - misses)
+
+
+def metric_columns(table: DiffTable, metric: str) -> Tuple[Sequence[Number], Sequence[Number]]:
+    """(base values, diff values) of a metric; `instructions` is the PIN count column pair."""
+    if metric == INSTRUCTIONS:
+        return table.columns.base_instructions, table.columns.diff_instructions
+    return table.base_column(metric), table.diff_column(metric)
+
+
+@dataclass
+class _RowColumns:
+    """The `DiffColumns` of a list of rows."""
+
+    context: List[int]
+    method_name: List[str]
+    minopts: List[bool]
+    base_result: List[str]
+    diff_result: List[str]
+    base_instructions: List[int]
+    diff_instructions: List[int]
+
+
+class RowTable:
+    """Rows seen as a `DiffTable`."""
+
+    def __init__(self, rows: Sequence[DiffRow]) -> None:
+        self.rows = rows
+        self.columns = _RowColumns([r.context for r in rows], [r.method_name for r in rows],
+                                   [r.minopts for r in rows], [r.base_result for r in rows],
+                                   [r.diff_result for r in rows], [r.base_instructions for r in rows],
+                                   [r.diff_instructions for r in rows])
+
+    def base_column(self, metric: str) -> List[Number]:
+        return [row.base(metric) for row in self.rows]
+
+    def diff_column(self, metric: str) -> List[Number]:
+        return [row.diff(metric) for row in self.rows]
 
 
 # ---------------------------------------------------------------- examples
@@ -231,28 +286,15 @@ def _column_sums(rows: Sequence[DiffRow], metrics: Sequence[str]) -> List[Tuple[
 def example_candidates(name: str, rows: Iterable[DiffRow], metric: str, min_delta: Number) -> List[Example]:
     """Rows kept for examples: both `Success`, base > 0, |diff-base| >= min_delta (and ≠ 0)."""
     found: List[Example] = []
-    values = _value_reader(rows, metric)
     for row in rows:
         if not both_success(row):
             continue
-        base_value, diff_value = values(row)
+        base_value, diff_value = row_values(row, metric)
         delta = diff_value - base_value
         if base_value <= 0 or delta == 0 or abs(delta) < min_delta:
             continue
         found.append(Example(name, row.context, row.method_name, row_class(row), base_value, diff_value))
     return found
-
-
-def _value_reader(rows: Iterable[DiffRow], metric: str):  # type: ignore[no-untyped-def]
-    """`row -> (base, diff)`, reading a table's value columns directly when it has them."""
-    first = next(iter(rows), None)
-    if metric != INSTRUCTIONS and first is not None and hasattr(first, "base_columns") \
-            and metric in getattr(first, "metric_index", {}):
-        position = first.metric_index[metric]  # type: ignore[attr-defined]
-        base_column = first.base_columns[position]  # type: ignore[attr-defined]
-        diff_column = first.diff_columns[position]  # type: ignore[attr-defined]
-        return lambda row: (base_column[row.position], diff_column[row.position])
-    return lambda row: row_values(row, metric)
 
 
 # Rank keys: smaller ranks first; ties broken by collection, then context.
@@ -291,30 +333,57 @@ def select_examples(name: str, rows: Sequence[DiffRow], metric: str, min_delta: 
     """The union of every top list a summary can show (per class: growth and reduction, by PDIFF %
     and by delta), so that top lists over merged summaries stay exact.
 
-    Same selection as `top_regressions`/`top_improvements` over `example_candidates`, but on
-    plain tuples: only the chosen rows become `Example`s (large collections change most rows).
+    Same selection as `top_regressions`/`top_improvements` over `example_candidates`.
     """
-    values = _value_reader(rows, metric)
-    groups: Dict[bool, Tuple[List[Tuple[Any, ...]], List[Tuple[Any, ...]]]] = {True: ([], []), False: ([], [])}
-    for row in rows:
-        if row.base_result != SUCCESS or row.diff_result != SUCCESS:
-            continue
-        base_value, diff_value = values(row)
-        delta = diff_value - base_value
-        if base_value <= 0 or delta == 0 or (min_delta and abs(delta) < min_delta):
-            continue
-        groups[row.minopts][0 if delta > 0 else 1].append(
-            (delta / base_value * 100.0, delta, row.context, base_value, diff_value, row))
-    chosen: Dict[int, Tuple[Any, ...]] = {}
-    for growth, reduction in groups.values():
-        for picked in (heapq.nsmallest(count, growth, key=lambda e: (-e[0], -e[1], e[2])),
-                       heapq.nsmallest(count, growth, key=lambda e: (-e[1], -e[0], e[2])),
-                       heapq.nsmallest(count, reduction, key=lambda e: (e[0], e[1], e[2])),
-                       heapq.nsmallest(count, reduction, key=lambda e: (e[1], e[0], e[2]))):
-            for entry in picked:
-                chosen[id(entry[5])] = entry
-    ordered = sorted(chosen.values(), key=lambda e: e[2])
-    return [Example(name, e[2], e[5].method_name, row_class(e[5]), e[3], e[4]) for e in ordered]
+    table = RowTable(rows)
+    return _select_examples(name, table, metric, success_mask(table.columns), min_delta, count)
+
+
+def _select_examples(name: str, table: DiffTable, metric: str, succeeded: bytes, min_delta: Number,
+                     count: int) -> List[Example]:
+    """`select_examples` over the rows marked in `succeeded`, a column at a time: only the
+    chosen rows become `Example`s (large collections change most rows)."""
+    columns = table.columns
+    base_values, diff_values = metric_columns(table, metric)
+    deltas = list(map(sub, diff_values, base_values))
+    kept = _example_mask(succeeded, base_values, deltas, min_delta)
+    chosen: Dict[int, None] = {}  # row positions, in the order first picked
+    for minopts in (True, False):
+        in_class = list(compress(range(len(kept)), map(and_, kept, map(eq, columns.minopts, repeat(minopts)))))
+        growth = list(map(gt, map(deltas.__getitem__, in_class), repeat(0)))
+        for positions, grew in ((list(compress(in_class, growth)), True),
+                                (list(compress(in_class, map(not_, growth))), False)):
+            for position in _ranked(positions, deltas, base_values, columns.context, grew, count):
+                chosen.setdefault(position)
+    ordered = sorted(chosen, key=columns.context.__getitem__)
+    return [Example(name, columns.context[p], columns.method_name[p], "MinOpts" if columns.minopts[p] else "FullOpts",
+                    base_values[p], diff_values[p]) for p in ordered]
+
+
+def _example_mask(succeeded: bytes, base_values: Sequence[Number], deltas: Sequence[Number],
+                  min_delta: Number) -> bytes:
+    """Rows that may be examples: both succeeded, base > 0, a change of at least `min_delta`."""
+    kept = map(and_, succeeded, map(not_, map(le, base_values, repeat(0))))
+    kept = map(and_, kept, map(truth, deltas))
+    if min_delta:
+        kept = map(and_, kept, map(not_, map(lt, map(abs, deltas), repeat(min_delta))))
+    return bytes(kept)
+
+
+def _ranked(positions: List[int], deltas: Sequence[Number], base_values: Sequence[Number],
+            contexts: Sequence[int], grew: bool, count: int) -> List[int]:
+    """The top `count` of `positions` by PDIFF %, then the top `count` by delta: largest growth
+    (or reduction) first, ties by the other measure, then context, then row order."""
+    changes = list(map(deltas.__getitem__, positions))
+    pcts = list(map(mul, map(truediv, changes, map(base_values.__getitem__, positions)), repeat(100.0)))
+    if grew:
+        changes, pcts = list(map(neg, changes)), list(map(neg, pcts))
+    ids = list(map(contexts.__getitem__, positions))
+    order = range(len(positions))
+    picked: List[int] = []
+    for keys in (list(zip(pcts, changes, ids, order)), list(zip(changes, pcts, ids, order))):
+        picked += [positions[key[-1]] for key in heapq.nsmallest(count, keys)]
+    return picked
 
 
 # ---------------------------------------------------------------- build strings
@@ -350,6 +419,8 @@ def build_warnings(base: Optional[BuildRecord], diff: Optional[BuildRecord]) -> 
 
 @dataclass
 class CollectionFailure:
+    """A collection whose replay left no data, and why."""
+
     name: str
     reason: str
 

@@ -229,6 +229,8 @@ def render_tpdiff(run: MetricDiffRun, long: bool) -> str:
 
 @dataclass(frozen=True)
 class GateBreach:
+    """A collection row whose BytesAllocated growth reached the memory gate."""
+
     collection: str
     row: str
     pct: float

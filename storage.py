@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import argparse
-import base64
 import hashlib
 import json
 import logging
@@ -25,16 +24,17 @@ import tempfile
 import threading
 import time
 import urllib.parse
-import xml.etree.ElementTree as ElementTree
-import zipfile
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 import platforms
 from jitutil import SuiteError, atomic_write_text, progress_bar
+
+if TYPE_CHECKING:  # imported where used: commands that never touch storage start faster
+    import zipfile
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 log = logging.getLogger("superpmi")
 
@@ -80,12 +80,13 @@ class UnsafeArchive(DownloadError):
 
 _secrets_lock = threading.Lock()
 _registered_secrets: Set[str] = set()
+#: (word every match contains, in lower case; pattern; replacement)
 _SECRET_PATTERNS = [
-    (re.compile(r"(AccountKey\s*=\s*)[^;\s'\"]+", re.IGNORECASE), r"\1***"),
-    (re.compile(r"(SharedAccessSignature\s*=\s*)[^;\s'\"]+", re.IGNORECASE), r"\1***"),
-    (re.compile(r"(\bsig=)[^&;\s'\"]+", re.IGNORECASE), r"\1***"),
-    (re.compile(r"(SharedKey(?:Lite)?\s+[^:\s]+:)[^\s'\",]+", re.IGNORECASE), r"\1***"),
-    (re.compile(r"(Bearer\s+)[A-Za-z0-9\-._~+/]+=*", re.IGNORECASE), r"\1***"),
+    ("accountkey", re.compile(r"(AccountKey\s*=\s*)[^;\s'\"]+", re.IGNORECASE), r"\1***"),
+    ("sharedaccesssignature", re.compile(r"(SharedAccessSignature\s*=\s*)[^;\s'\"]+", re.IGNORECASE), r"\1***"),
+    ("sig=", re.compile(r"(\bsig=)[^&;\s'\"]+", re.IGNORECASE), r"\1***"),
+    ("sharedkey", re.compile(r"(SharedKey(?:Lite)?\s+[^:\s]+:)[^\s'\",]+", re.IGNORECASE), r"\1***"),
+    ("bearer", re.compile(r"(Bearer\s+)[A-Za-z0-9\-._~+/]+=*", re.IGNORECASE), r"\1***"),
 ]
 
 
@@ -103,8 +104,12 @@ def redact(text: str) -> str:
         secrets = sorted(_registered_secrets, key=len, reverse=True)
     for secret in secrets:
         text = text.replace(secret, "***")
-    for pattern, replacement in _SECRET_PATTERNS:
-        text = pattern.sub(replacement, text)
+    # In ASCII text a case-insensitive match needs its word in the lower-cased text; skipping
+    # the patterns whose word is absent keeps long tool output cheap to log.
+    lowered = text.lower() if text.isascii() else None
+    for word, pattern, replacement in _SECRET_PATTERNS:
+        if lowered is None or word in lowered:
+            text = pattern.sub(replacement, text)
     return text
 
 
@@ -232,6 +237,7 @@ def listing_url(account_url: str, container: str, prefix: str, marker: Optional[
 
 def parse_listing_page(xml_bytes: bytes) -> Tuple[List[str], Optional[str]]:
     """Blob names and the next marker (None at the end) of one listing page."""
+    import xml.etree.ElementTree as ElementTree
     root = ElementTree.fromstring(xml_bytes)
     names = [el.text or "" for el in root.findall("./Blobs/Blob/Name")]
     marker_el = root.find("NextMarker")
@@ -359,7 +365,7 @@ def list_blobs(container: str, prefix: str = "", account_url: Optional[str] = No
                                f"{_error_code_suffix(response)}; check -storage_url and the container name")
         try:
             page, marker = parse_listing_page(response.content)
-        except ElementTree.ParseError as exc:
+        except SyntaxError as exc:  # xml.etree.ElementTree.ParseError
             raise StorageError(f"listing {redact(url)} returned unreadable XML ({exc})") from exc
         names.extend(page)
         log.debug("Listed %d blobs from %s", len(page), redact(url))
@@ -374,6 +380,8 @@ def _error_code_suffix(response) -> str:  # type: ignore[no-untyped-def]
 
 @dataclass
 class BlobInfo:
+    """What HEAD says about a blob."""
+
     url: str
     length: int
     etag: Optional[str]
@@ -575,6 +583,7 @@ class _Downloader:
 
     def run(self, items: List[DownloadItem]) -> List[Optional[List[Path]]]:
         started = time.monotonic()
+        from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="download") as pool:
             infos = self._gather(pool, [pool.submit(self._probe, item) for item in items])
             jobs: List[Optional[_FileJob]] = [None if info is None else _FileJob(item, info, self.chunk_size)
@@ -600,6 +609,7 @@ class _Downloader:
 
     def _gather(self, pool: ThreadPoolExecutor, futures: List["Future[Any]"]) -> List[Any]:
         """Wait for all; on the first failure (or Ctrl-C) stop the others and re-raise it."""
+        from concurrent.futures import FIRST_EXCEPTION, wait
         try:
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
@@ -724,7 +734,7 @@ class _Downloader:
             raise DownloadError(f"{job.item.name}: got {actual} bytes, Content-Length says {job.info.length}: "
                                 f"{redact(job.item.url)}; run again")
         if job.info.content_md5:
-            digest = base64.b64encode(_file_md5(job.part)).decode("ascii")
+            digest = _base64(_file_md5(job.part))
             if digest != job.info.content_md5:
                 self._discard(job)
                 raise DownloadError(f"{job.item.name}: MD5 {digest} does not match Content-MD5 "
@@ -747,6 +757,11 @@ class _Downloader:
     def _discard(job: _FileJob) -> None:
         _remove_quietly(job.part)
         _remove_quietly(job.meta)
+
+
+def _base64(data: bytes) -> str:
+    import base64
+    return base64.b64encode(data).decode("ascii")
 
 
 def _file_md5(path: Path) -> bytes:
@@ -787,6 +802,7 @@ def extract_zip(archive: Path, target_dir: Path, display_name: Optional[str] = N
     Entries that are absolute, contain `..` or are links are rejected before anything is
     written; on failure (e.g. a full disk) nothing partial is left behind.
     """
+    import zipfile
     shown = display_name or archive.name
     target_dir.mkdir(parents=True, exist_ok=True)
     try:

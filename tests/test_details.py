@@ -249,3 +249,93 @@ def test_fifty_thousand_repeated_rows_are_all_kept():
     assert len(table.rows) == 50_000
     assert table.rows[-1].context == 1_000
     assert table.rows[-1].diff(CODE_BYTES) == 100 + 1_000 % 900 - 1_000 % 4
+
+
+# ---------------------------------------------------------------- the plain-block reader
+
+def _everything(table: details.DetailsTable):
+    """Every value a table holds, with types (metric values by repr: 1 and 1.0 differ)."""
+    rows = [(r.context, r.context_size, r.method_name, r.tier, r.base_result, r.diff_result, r.minopts, r.has_diff,
+             r.base_instructions, r.diff_instructions, r.line,
+             tuple((repr(r.base(m)), repr(r.diff(m))) for m in table.metric_names)) for r in table.rows]
+    return (table.metric_names, table.is_diff_layout, table.synthesized_metrics, table.available_metrics, rows)
+
+
+def _outcome(read):  # type: ignore[no-untyped-def]
+    try:
+        return _everything(read())
+    except DetailsError as exc:
+        return ("error", str(exc), exc.kind)
+
+
+def _row(ctx: int, name: str = '"N:M(int,long)"', code: str = "10", perf: str = "1.500000",
+         mem: tuple = ("100", "100")) -> str:
+    return f"{ctx},5,{name},Tier0,Success,Success,{ctx % 2 == 0},False,0,0,{code},{code},{perf},{perf},{mem[0]},{mem[1]}"
+
+
+PLAIN_AND_NOT = {
+    "names with commas, doubled and empty quotes": diff_csv(
+        _row(1), _row(2, '"A:""Q""(x,y)"'), _row(3, '""'), _row(4, '""""'), _row(5, '"""x"""'), _row(6, "bare")),
+    "crlf": diff_csv(*[_row(i) for i in range(1, 9)]).replace("\n", "\r\n"),
+    "a line break inside a name": diff_csv(_row(1), _row(2, '"two\nlines"'), _row(3)),
+    "a lone carriage return": diff_csv(_row(1), _row(2)).replace("\n", "\r", 1),
+    "blank lines": diff_csv(_row(1), "", _row(2)) + "\n\n",
+    "no final line end": diff_csv(_row(1), _row(2))[:-1],
+    "a truncated last line": diff_csv(_row(1), _row(2)) + "3,5,\"N:M",
+    "quotes around a number column": diff_csv(*[_row(i).replace(",Tier0,", ',"Tier0",') for i in range(1, 6)]),
+    "quotes in some lines only": diff_csv(_row(1), _row(2).replace(",Tier0,", ',"Tier0",'), _row(3)),
+    "NUL": diff_csv(_row(1), _row(2, "a\x00b")),
+    "text after a closing quote": diff_csv(_row(1), _row(2, '"a"b')),
+    "ints then floats, diff changed in a few rows": diff_csv(
+        *[_row(i, code=str(i), mem=("7", "7" if i % 5 else "9")) for i in range(1, 8)],
+        *[_row(i, code=f"{i}.5", perf="2", mem=("7", "7.5" if i == 10 else "7")) for i in range(8, 12)]),
+    "values beyond 64 bits": diff_csv(_row(1), _row(2, mem=("99999999999999999999", "1")), _row(3)),
+    "a bad value in a changed diff cell": diff_csv(_row(1), _row(2, mem=("100", "1x0")), _row(3)),
+    "a bad value and a ragged line": diff_csv(_row(1, code="x"), _row(2), "3,5"),
+}
+
+
+@pytest.mark.parametrize("small_blocks", [False, True])
+@pytest.mark.parametrize("name", sorted(PLAIN_AND_NOT))
+def test_plain_blocks_read_exactly_what_the_csv_module_reads(name, small_blocks, monkeypatch, tmp_path):
+    text = PLAIN_AND_NOT[name]
+    path = tmp_path / "d.csv"
+    path.write_bytes(text.encode("utf-8"))
+    if small_blocks:
+        monkeypatch.setattr(details, "_CHUNK_ROWS", 3)
+        monkeypatch.setattr(details, "_BLOCK_CHARS", 64)
+    readers = (lambda: parse_details(text, str(path)), lambda: read_details_csv(path),
+               lambda: parse_details(text.splitlines(keepends=True), str(path)))
+    fast = [_outcome(read) for read in readers]
+    monkeypatch.setattr(details, "_split_plain_block", lambda *args: None)  # the csv module for every block
+    assert fast == [_outcome(read) for read in readers]
+
+
+def test_current_era_files_take_the_plain_path_and_share_unchanged_diff_columns(monkeypatch):
+    def no_csv(*args):  # type: ignore[no-untyped-def]
+        raise AssertionError("the csv module was used")
+
+    monkeypatch.setattr(details, "_read_csv_rows", no_csv)
+    monkeypatch.setattr(details, "_CHUNK_ROWS", 64)
+    table = parse_details(big_current_era_csv(300))
+    assert table.row_count == 300
+    assert table.diff_column("GCInfoBytes") is table.base_column("GCInfoBytes")  # same texts
+    assert table.diff_column(CODE_BYTES) is not table.base_column(CODE_BYTES)
+    assert list(table.diff_column(CODE_BYTES)) == [100 + c % 900 - c % 4 for c in range(1, 301)]
+
+
+def test_rows_are_made_once_and_columns_match_them():
+    table = parse_details(diff_csv(_row(1), _row(2, '"x"'), _row(3)))
+    assert table.rows is table.rows
+    assert list(table.columns.context) == [1, 2, 3]
+    assert list(table.columns.minopts) == [False, True, False]
+    assert list(table.columns.line) == [2, 3, 4]
+
+
+def test_miss_counts_per_side_and_either():
+    text = diff_csv(*[_row(i).replace("Success,Success", results) for i, results in
+                      enumerate(["Miss,Success", "Success,Miss", "Miss,Miss", "Success,Success"], 1)])
+    assert parse_details(text).miss_counts() == (2, 2, 3)
+    replay_text = ("Context,Context size,Method full name,Tier name,Result,MinOpts,Instructions\n"
+                   "1,3,\"x\",Tier0,Miss,True,0\n2,3,\"y\",Tier0,Success,True,0\n")
+    assert parse_details(replay_text).miss_counts() == (1, 1, 1)

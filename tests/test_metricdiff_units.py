@@ -440,3 +440,26 @@ def test_azdo_issues_for_failures_and_gate(monkeypatch, capsys):
     monkeypatch.delenv("TF_BUILD")
     metricdiff.emit_azdo_issues(run, [])
     assert capsys.readouterr().out == ""
+
+
+def test_column_aggregation_matches_the_row_by_row_sums_and_examples():
+    rows = [csv_row(i, i % 3 == 0, (i, i + i % 4), (1000 + (i * 37) % 500, 1000 + (i * 53) % 700),
+                    results=("Success", "Error") if i % 11 == 0 else ("Miss", "Success") if i % 13 == 0
+                    else ("Success", "Success"), code=(10 + i % 5, 10 + i % 7), perf=(i / 8, i / 8 + (i % 3) / 4))
+            for i in range(1, 300)]
+    parsed = table(rows)
+    for metrics, focus, min_delta in ((list(parsed.metric_names), model.BYTES_ALLOCATED, 0),
+                                      ([model.INSTRUCTIONS], model.INSTRUCTIONS, 2)):
+        by_rows = model.aggregate("a.mch", parsed.rows, metrics, focus, min_delta)
+        by_columns = model.aggregate_table("a.mch", parsed, metrics, focus, min_delta)
+        assert by_columns == by_rows
+        assert by_columns.kinds == by_rows.kinds and by_columns.examples == by_rows.examples
+    assert {type(t.base) for t in by_columns.totals[model.INSTRUCTIONS].values()} == {int}
+
+
+def test_unchanged_diff_columns_are_summed_once():
+    parsed = table([csv_row(i, False, (0, 0), (5, 5)) for i in range(1, 20)])
+    assert parsed.diff_column("InlineCount") is parsed.base_column("InlineCount")
+    result = model.aggregate_table("a.mch", parsed, list(parsed.metric_names), model.BYTES_ALLOCATED)
+    assert result.total("InlineCount") == model.Totals(38, 38)
+    assert result.total("PerfScore").base == 5.0 * 19 and result.kinds["PerfScore"] == "float"

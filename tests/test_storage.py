@@ -47,6 +47,13 @@ def test_redact_removes_keys_signatures_and_registered_secrets():
     assert storage.redact("oops hunter2-very-secret leaked") == "oops *** leaked"
 
 
+def test_redaction_is_case_insensitive_also_beyond_ascii_and_leaves_plain_output_alone():
+    assert storage.redact("x?SIG=abc&y=1 AUTHORIZATION: bearer tok.en") == "x?SIG=***&y=1 AUTHORIZATION: bearer ***"
+    assert storage.redact("caf\u00e9 \u017fig=abc") == "caf\u00e9 \u017fig=***"  # long s matches s, like the re module
+    output = "ISSUE: <ASM_DIFF> main method 19 of size 27 differs\n" * 2000
+    assert storage.redact(output) == output
+
+
 def test_log_records_and_tracebacks_are_redacted(captured_log):
     log = logging.getLogger("superpmi")
     log.info("connecting with %s", "AccountKey=topsecretkey;")
