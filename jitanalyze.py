@@ -814,15 +814,16 @@ def _read_whole(fd: int) -> Optional[bytes]:
             return None
 
 
-def _feed_fd(unit: _Unit, fd: int, starts_input: bool, hasher=None) -> Optional[bytes]:
-    """Feed one open file to a unit; returns its bytes unless it was too large to keep."""
-    data = _read_whole(fd)
+def _feed_read(unit: _Unit, fd: int, data: Optional[bytes], starts_input: bool, need_digest: bool) -> Optional[bytes]:
+    """Feed a file that `_read_whole` gave as `data` (None: too large to keep, so it is
+    streamed from its start); returns the streamed file's digest when `need_digest`."""
     if data is not None:
         unit.feed(data, starts_input)
-        return data
+        return None
+    hasher = hashlib.blake2b() if need_digest else None
     os.lseek(fd, 0, os.SEEK_SET)
     unit.feed_stream(fd, starts_input, hasher)
-    return None
+    return hasher.digest() if hasher is not None else None
 
 
 def _feed_pair(bunit: _Unit, bfd: int, bstart: bool, dunit: _Unit, dfd: int, dstart: bool, need_text: bool) -> bool:
@@ -832,17 +833,33 @@ def _feed_pair(bunit: _Unit, bfd: int, bstart: bool, dunit: _Unit, dfd: int, dst
     `git diff --no-index` as jit-analyze does; the count is the same for the paired files.
     Files too large to keep in memory are compared by size and a streamed digest.
     """
-    bhash = hashlib.blake2b() if need_text else None
-    dhash = hashlib.blake2b() if need_text else None
-    bdata = _feed_fd(bunit, bfd, bstart, bhash)
-    ddata = _feed_fd(dunit, dfd, dstart, dhash)
-    if not need_text:
-        return False
+    bdata, ddata = _read_whole(bfd), _read_whole(dfd)
+    bdigest = _feed_read(bunit, bfd, bdata, bstart, need_text)
+    ddigest = _feed_read(dunit, dfd, ddata, dstart, need_text)
+    return need_text and _differ(bdata, bdigest, ddata, ddigest)
+
+
+def _differ(bdata: Optional[bytes], bdigest: Optional[bytes], ddata: Optional[bytes], ddigest: Optional[bytes]) -> bool:
+    """Whether two files differ, from their bytes or (when too large to keep) streamed digests."""
     if bdata is not None and ddata is not None:
         return bdata != ddata
     if bdata is None and ddata is None:
-        return bhash.digest() != dhash.digest()  # type: ignore[union-attr]
+        return bdigest != ddigest
     return True  # one fits in memory, the other does not: the sizes differ
+
+
+def _pair_units(bfd: int, dfd: int, need_text: bool) -> Tuple[_Unit, _Unit, bool]:
+    """A base/diff file pair, each file its own input: (base unit, diff unit, bytes differ).
+    Identical files (most of a full listing dump) are parsed once and share one unit."""
+    bdata, ddata = _read_whole(bfd), _read_whole(dfd)
+    if bdata is not None and bdata == ddata:
+        unit = _Unit()
+        unit.feed(bdata, True)
+        return unit, unit, False
+    bunit, dunit = _Unit(), _Unit()
+    bdigest = _feed_read(bunit, bfd, bdata, True, need_text)
+    ddigest = _feed_read(dunit, dfd, ddata, True, need_text)
+    return bunit, dunit, need_text and _differ(bdata, bdigest, ddata, ddigest)
 
 
 class _Analysis:
@@ -951,16 +968,16 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
             if options.warn:
                 result.base_only_files.append(key)
             continue
-        bunit, dunit = _Unit(), _Unit()
         try:
             bfd = os.open(base_prefix + key, _OPEN_FLAGS)
             try:
-                if _feed_pair(bunit, bfd, True, dunit, dfd, True, need_text):
-                    result.text_diff_files += 1
+                bunit, dunit, differ = _pair_units(bfd, dfd, need_text)
             finally:
                 os.close(bfd)
         finally:
             os.close(dfd)
+        if differ:
+            result.text_diff_files += 1
         run.compare(key, key, bunit, dunit)
     if options.warn:
         if diff_keys is None:
@@ -972,7 +989,7 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
 def _feed_path(unit: _Unit, path: str, starts_input: bool) -> None:
     fd = os.open(path, _OPEN_FLAGS)
     try:
-        _feed_fd(unit, fd, starts_input)
+        _feed_read(unit, fd, _read_whole(fd), starts_input, False)
     finally:
         os.close(fd)
 

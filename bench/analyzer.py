@@ -4,12 +4,12 @@
 Generates, in a temporary folder, base/diff trees of checked-JIT listings in the current
 footer format (§7.4) in two shapes -- one method per file (asmdiffs' per-context files)
 and several methods per file -- then analyses 1/2 and all of each tree, every run in a
-fresh child process, and prints MB/s of .dasm read on one core (by the child's CPU time,
-which is what a busy shared machine does not distort, and by wall-clock time) and the
-child's peak RSS.
+fresh child process, `--rounds` times, and prints the median MB/s of .dasm read on one
+core (by the child's CPU time, which is what a busy shared machine does not distort, and
+by wall-clock time) and the child's peak RSS.
 The point of the two sizes: peak RSS stays flat while the input doubles.
 
-    python bench/analyzer.py [--pairs 50000] [--methods-per-file 10] [--keep DIR]
+    python bench/analyzer.py [--pairs 50000] [--methods-per-file 10] [--rounds 3] [--keep DIR]
 
 Numbers only; nothing is asserted.
 """
@@ -20,6 +20,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -141,10 +142,20 @@ def measure(base: str, diff: str, recursive: bool) -> dict:
     return json.loads(out.splitlines()[-1])
 
 
+def measure_median(base: str, diff: str, recursive: bool, rounds: int) -> dict:
+    """The run with the median CPU time of `rounds` runs (and the largest peak RSS)."""
+    runs = sorted((measure(base, diff, recursive) for _ in range(rounds)), key=lambda r: r["cpu"])
+    median = dict(runs[len(runs) // 2])
+    median["seconds"] = statistics.median(r["seconds"] for r in runs)
+    median["rss_mb"] = max(r["rss_mb"] for r in runs)
+    return median
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pairs", type=int, default=50000, help="method pairs per tree (default 50000)")
     p.add_argument("--methods-per-file", type=int, default=10, help="methods per file in the second shape")
+    p.add_argument("--rounds", type=int, default=3, help="runs per measurement; medians are shown (default 3)")
     p.add_argument("--keep", help="generate into this folder and keep it")
     p.add_argument("--child", nargs=2, metavar=("BASE", "DIFF"), help=argparse.SUPPRESS)
     p.add_argument("-r", action="store_true", help=argparse.SUPPRESS)
@@ -165,7 +176,7 @@ def main() -> None:
                     (args.pairs, os.path.join(root, "base"), os.path.join(root, "diff"), True)]
             for pairs, base, diff, recursive in runs:
                 nbytes = _tree_bytes(base) + _tree_bytes(diff)
-                r = measure(base, diff, recursive)
+                r = measure_median(base, diff, recursive, args.rounds)
                 mb = nbytes / 1e6
                 print("%-22s %7d %6d %8.1f %7.2f %7.2f %9.1f %10.1f %6.1f MB" % (
                     shape, pairs, r["files"], mb, r["seconds"], r["cpu"], mb / r["cpu"], mb / r["seconds"],

@@ -190,6 +190,23 @@ def test_large_files_are_streamed_with_same_results(tmp_path: Path, monkeypatch:
     assert streamed.text_diff_files == 1 and streamed.summaries["CodeSize"].delta_total == 1
 
 
+def test_identical_files_are_parsed_once_with_the_same_results(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    release = (DASM / "02_arm64_fullopts_release_unix.dasm").read_text(encoding="utf-8")
+    files = {"a.dasm": checked_listing("A:a()", 10) + checked_listing("A:a()", 12) + legacy_listing("B:b()", 7),
+             "b.dasm": release + checked_listing("C:c()", 3), "c.dasm": checked_listing("D:d()", 5)}
+    base = write_tree(tmp_path / "base", files)
+    feeds: List[int] = []
+    feed = ja._Unit.feed
+    monkeypatch.setattr(ja._Unit, "feed", lambda unit, data, starts: feeds.append(1) or feed(unit, data, starts))
+    same = ja.analyze(base, write_tree(tmp_path / "same", files))
+    assert len(feeds) == 3 and same.text_diff_files == 0
+    touched = ja.analyze(base, write_tree(tmp_path / "touched", {k: v + "\n" for k, v in files.items()}))
+    assert len(feeds) == 3 + 6 and touched.text_diff_files == 3  # other bytes, the same listings
+    touched.text_diff_files = 0
+    assert same == touched
+
+
 # ------------------------------------------------------------------ number formatting
 
 
