@@ -590,12 +590,17 @@ class _FileBlocks:
 
 def _end_of_lines(text: str, count: int) -> int:
     """The index just after the `count`-th "\n" in `text`; -1 when it has fewer."""
+    surplus = text.count("\n") - count
+    if surplus < 0:
+        return -1
+    if surplus < count:  # fewer line ends to step over from the end than from the start
+        position = len(text)
+        for _ in range(surplus + 1):
+            position = text.rfind("\n", 0, position)
+        return position + 1
     position = -1
-    find = text.find
     for _ in range(count):
-        position = find("\n", position + 1)
-        if position < 0:
-            return -1
+        position = text.find("\n", position + 1)
     return position + 1
 
 

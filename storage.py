@@ -485,6 +485,12 @@ class _FileJob:
         self.done: Dict[int, int] = {}
         self.remaining_chunks = 0
         self.result: Optional[List[Path]] = None
+        # Content-MD5 is checked over the whole blob; finished chunks at the front of the
+        # file are hashed while later ones still download (one thread at a time).
+        self.md5 = hashlib.md5() if info.content_md5 else None
+        self.hashed_chunks = 0
+        self.hash_lock = threading.Lock()
+        self.written: Set[int] = set()  # chunks complete in the file (their writer closed it)
 
     @property
     def chunk_count(self) -> int:
@@ -521,7 +527,9 @@ class _FileJob:
                 handle.truncate(self.info.length)
             self.done = {}
             self.save()
-        self.remaining_chunks = len(self.pending_chunks())
+        pending = self.pending_chunks()
+        self.written = set(range(self.chunk_count)).difference(pending)
+        self.remaining_chunks = len(pending)
         return sum(self.done.values())
 
     def pending_chunks(self) -> List[int]:
@@ -535,15 +543,36 @@ class _FileJob:
         with self.lock:
             self.done[index] = self.done.get(index, 0) + count
 
+    def chunk_complete(self, index: int) -> bool:
+        with self.lock:
+            return index in self.written
+
+    def hash_finished_front(self, wait: bool) -> None:
+        """Feed the MD5 the finished chunks that follow the hashed ones. Without `wait`, do
+        nothing while another thread is at it; with it (all chunks finished), hash to the end."""
+        if self.md5 is None or not self.hash_lock.acquire(blocking=wait):
+            return
+        try:
+            if self.hashed_chunks >= self.chunk_count or not self.chunk_complete(self.hashed_chunks):
+                return
+            with self.part.open("rb") as handle:
+                handle.seek(self.bounds(self.hashed_chunks)[0])
+                while self.hashed_chunks < self.chunk_count and self.chunk_complete(self.hashed_chunks):
+                    self.md5.update(handle.read(self.chunk_length(self.hashed_chunks)))
+                    self.hashed_chunks += 1
+        finally:
+            self.hash_lock.release()
+
     def save(self) -> None:
         with self.lock:
             record = dict(self.identity(), done={str(k): v for k, v in sorted(self.done.items())})
             atomic_write_text(self.meta, json.dumps(record))
 
-    def chunk_finished(self) -> bool:
-        """Record a finished chunk; True for the call that finished the last one."""
+    def chunk_finished(self, index: int) -> bool:
+        """Record a chunk whose bytes are all in the file; True for the call that finished the last one."""
         self.save()
         with self.lock:
+            self.written.add(index)
             self.remaining_chunks -= 1
             return self.remaining_chunks == 0
 
@@ -666,8 +695,10 @@ class _Downloader:
         except BaseException:
             job.save()
             raise
-        if job.chunk_finished():
+        if job.chunk_finished(index):
             self._finish(job)
+        else:
+            job.hash_finished_front(wait=False)
 
     def _sleep(self, seconds: float) -> None:
         if self.cancel.wait(seconds):
@@ -733,8 +764,9 @@ class _Downloader:
             self._discard(job)
             raise DownloadError(f"{job.item.name}: got {actual} bytes, Content-Length says {job.info.length}: "
                                 f"{redact(job.item.url)}; run again")
-        if job.info.content_md5:
-            digest = _base64(_file_md5(job.part))
+        if job.md5 is not None:
+            job.hash_finished_front(wait=True)
+            digest = _base64(job.md5.digest())
             if digest != job.info.content_md5:
                 self._discard(job)
                 raise DownloadError(f"{job.item.name}: MD5 {digest} does not match Content-MD5 "

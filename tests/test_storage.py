@@ -249,6 +249,21 @@ def test_large_blob_comes_in_parallel_ranges(storage_account, fault_proxy, tmp_p
     assert ranges[0] == "bytes=0-1048575" and ranges[-1] == f"bytes={5 * 1024 * 1024}-{len(data) - 1}"
 
 
+def test_ranges_finished_in_any_order_are_hashed_once_in_order(storage_account, fault_proxy, tmp_path):
+    data = pattern_bytes(3 * 1024 * 1024 + 7)
+    storage_account.upload("superpmi", "f/many.bin", data)
+    url = f"{fault_proxy.account_url}/superpmi/f/many.bin"
+    for attempt in range(3):
+        target = tmp_path / str(attempt)
+        storage.download_files([storage.DownloadItem(url, target)], chunk_size=64 * 1024, max_workers=8)
+        assert (target / "many.bin").read_bytes() == data
+    fault_proxy.wrong_md5()
+    with pytest.raises(storage.DownloadError, match="does not match Content-MD5"):
+        storage.download_files([storage.DownloadItem(url, tmp_path / "bad")], chunk_size=64 * 1024, max_workers=8,
+                               retry=FAST_RETRY)
+    assert list((tmp_path / "bad").iterdir()) == []
+
+
 def _zip_with_raw_entry(name: str, data: bytes, mode: int = 0o100644) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
