@@ -185,7 +185,13 @@ def test_large_files_are_streamed_with_same_results(tmp_path: Path, monkeypatch:
     expected = ja.analyze(tmp_path / "base", tmp_path / "diff")
     monkeypatch.setattr(ja, "_WHOLE_FILE_LIMIT", 1000)
     monkeypatch.setattr(ja, "_STREAM_CHUNK", 777)
+    monkeypatch.setattr(ja, "_READ_SIZE", 500)
+    streams: List[int] = []
+    feed_stream = ja._Unit.feed_stream
+    monkeypatch.setattr(ja._Unit, "feed_stream",
+                        lambda unit, *args: streams.append(1) or feed_stream(unit, *args))
     streamed = ja.analyze(tmp_path / "base", tmp_path / "diff")
+    assert streams, "no file was read in chunks"
     assert streamed == expected
     assert streamed.text_diff_files == 1 and streamed.summaries["CodeSize"].delta_total == 1
 
