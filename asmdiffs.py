@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import io
 import logging
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ import dasm_gen
 import details
 import jit_build
 import jitanalyze
+import jit_pair
 import jitutil
 import mch_sources
 import platforms
@@ -51,14 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="compare the code a baseline and a diff JIT generate",
         description="Replay collections through a baseline and a diff JIT; summarise code size and PerfScore "
                     "diffs with .dasm listings of interesting methods.")
+    jit_pair.add_jit_pair_options(parser)
     group = parser.add_argument_group("asmdiffs options")
-    group.add_argument("-diff_jit_path", metavar="FILE",
-                       help="diff JIT (default: the JIT for the target in Core_Root)")
-    group.add_argument("-jitoption", action="append", metavar="KEY=VALUE", help="option for both JITs (repeatable)")
-    group.add_argument("-base_jit_option", action="append", metavar="KEY=VALUE",
-                       help="option for the baseline JIT only (repeatable)")
-    group.add_argument("-diff_jit_option", action="append", metavar="KEY=VALUE",
-                       help="option for the diff JIT only (repeatable)")
     group.add_argument("-metrics", action="append", metavar="METRIC",
                        help="jit-analyze metrics (repeatable or comma-separated; default CodeSize): "
                             + ", ".join(steps.ANALYZE_METRICS))
@@ -117,7 +111,6 @@ class Job:
     base_info: Optional[jit_build.BuildInfo]
     diff_info: Optional[jit_build.BuildInfo]
     temp_dir: Path
-    user_options: Dict[str, List[str]] = field(default_factory=dict)
     analyzer: str = ""
 
 
@@ -151,40 +144,6 @@ class CollectionDiff:
         return ""
 
 
-# ---------------------------------------------------------------- validation
-
-def same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.samefile(b)
-    except OSError:
-        return os.path.normcase(str(a.resolve())) == os.path.normcase(str(b.resolve()))
-
-
-def resolve_jits(args: argparse.Namespace, settings: spmi_config.Settings,
-                 options: RunOptions) -> Tuple[Path, baseline.BaselineChoice]:
-    if getattr(args, "diff_jit_path", None):
-        diff_jit = jit_build.validate_jit_file(Path(args.diff_jit_path), "-diff_jit_path")
-    else:
-        diff_jit = jit_build.validate_jit_file(spmi_config.find_default_jit(settings, options.jit_name), "diff JIT")
-    if getattr(args, "base_jit_path", None):
-        jit_build.validate_jit_file(Path(args.base_jit_path), "-base_jit_path")
-    choice = baseline.find_baseline_jit(settings, args, options.jit_name or diff_jit.name)
-    choice.path = jit_build.validate_jit_file(choice.path, "base JIT")
-    if same_file(choice.path, diff_jit):
-        raise SuiteError(f"the base and diff JIT are the same file ({diff_jit}); pass a different -base_jit_path "
-                         "or -diff_jit_path")
-    return diff_jit, choice
-
-
-def jit_pair_options(args: argparse.Namespace, flags: AsmdiffsFlags) -> Tuple[JitPairOptions, Dict[str, List[str]]]:
-    shared = spmi_config.split_option_values(getattr(args, "jitoption", None), "-jitoption")
-    base_only = spmi_config.split_option_values(getattr(args, "base_jit_option", None), "-base_jit_option")
-    diff_only = spmi_config.split_option_values(getattr(args, "diff_jit_option", None), "-diff_jit_option")
-    pair = JitPairOptions(forced=superpmi_tool.asmdiffs_replay_options(flags.align_loops), shared=shared,
-                          base_only=base_only, diff_only=diff_only)
-    return pair, {"shared": shared, "base": base_only, "diff": diff_only}
-
-
 # ---------------------------------------------------------------- the command
 
 def run_asmdiffs(args: argparse.Namespace) -> int:
@@ -193,17 +152,15 @@ def run_asmdiffs(args: argparse.Namespace) -> int:
     flags = AsmdiffsFlags.from_args(args)
     spmi_config.start_logging(args, settings)
     superpmi = spmi_config.find_tool("superpmi", settings)
-    diff_jit, choice = resolve_jits(args, settings, options)
-    base_info = jit_build.check_jit_target(choice.path, "base JIT", settings.target_os, settings.target_arch)
-    diff_info = jit_build.check_jit_target(diff_jit, "diff JIT", settings.target_os, settings.target_arch)
-    pair, user_options = jit_pair_options(args, flags)
+    jits = jit_pair.resolve_jit_pair(args, settings, options.jit_name)
+    pair = jit_pair.user_jit_options(args, superpmi_tool.asmdiffs_replay_options(flags.align_loops))
     collections = mch_sources.resolve_collections(args, settings)
-    log.info("Base JIT: %s", choice.path)
-    log.info("Diff JIT: %s", diff_jit)
+    log.info("Base JIT: %s", jits.base)
+    log.info("Diff JIT: %s", jits.diff)
     results: List[CollectionDiff] = []
     with jitutil.temporary_directory(prefix="spmi-asmdiffs-", keep=options.skip_cleanup) as temp_dir:
-        job = Job(settings, options, flags, superpmi, settings.core_root or superpmi.parent, choice.path, diff_jit,
-                  pair, choice, base_info, diff_info, temp_dir, user_options)
+        job = Job(settings, options, flags, superpmi, settings.core_root or superpmi.parent, jits.base, jits.diff,
+                  pair, jits.baseline, jits.base_info, jits.diff_info, temp_dir)
         for index, mch in enumerate(collections):
             work = temp_dir / str(index)
             work.mkdir()
@@ -488,16 +445,17 @@ def build_summary(job: Job, results: Sequence[CollectionDiff], collections: Sequ
     settings, flags = job.settings, job.flags
     inputs = steps.ReproInputs(arch=settings.arch, target_os=settings.target_os, target_arch=settings.target_arch,
                                diff_jit=job.diff_jit, base_jit=job.base_jit, base_git_hash=job.choice.git_hash,
-                               collections=collections, jit_options=job.user_options["shared"],
-                               base_jit_options=job.user_options["base"], diff_jit_options=job.user_options["diff"],
+                               collections=collections, jit_options=list(job.jit_options.shared),
+                               base_jit_options=list(job.jit_options.base_only),
+                               diff_jit_options=list(job.jit_options.diff_only),
                                metrics=flags.metrics, align_loops=flags.align_loops, altjit=job.options.altjit,
                                jit_name=job.options.jit_name, gcinfo=flags.gcinfo, debuginfo=flags.debuginfo,
                                core_root=settings.core_root)
     return report.AsmDiffsSummary(
         target_os=settings.target_os, target_arch=settings.target_arch, host_os=settings.host_os,
         host_arch=settings.arch, base_jit_path=str(job.base_jit), diff_jit_path=str(job.diff_jit),
-        jit_options=report.JitOptions(list(job.user_options["shared"]), list(job.user_options["base"]),
-                                      list(job.user_options["diff"])),
+        jit_options=report.JitOptions(list(job.jit_options.shared), list(job.jit_options.base_only),
+                                      list(job.jit_options.diff_only)),
         baseline=describe_baseline(job), analyzer=job.analyzer,
         repro_command=steps.asmdiffs_command_line(inputs, settings.host_os),
         collections=[collection_report(job, r) for r in results])

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 import baseline
 import details
 import jit_build
+import jit_pair
 import jitutil
 import mch_sources
 import metricdiff_model as model
@@ -62,23 +63,11 @@ def threshold_value(text: str) -> float:
     return value
 
 
-def add_jit_pair_options(parser: argparse.ArgumentParser) -> None:
-    """`-diff_jit_path` and the JIT option lists (`-jitoption`, `-base_jit_option`, `-diff_jit_option`)."""
-    group = parser.add_argument_group("JIT options")
-    group.add_argument("-diff_jit_path", metavar="FILE", help="diff JIT (default: the JIT in Core_Root)")
-    group.add_argument("-jitoption", action="append", metavar="KEY=VALUE",
-                       help="option for both JITs, without DOTNET_ (repeatable)")
-    group.add_argument("-base_jit_option", action="append", metavar="KEY=VALUE",
-                       help="option for the base JIT only (repeatable)")
-    group.add_argument("-diff_jit_option", action="append", metavar="KEY=VALUE",
-                       help="option for the diff JIT only (repeatable)")
-
-
 def _add_command(subparsers: argparse._SubParsersAction, name: str, help_text: str,
                  description: str) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(name, parents=[spmi_config.common_options(), spmi_config.target_options()],
                                    help=help_text, description=description)
-    add_jit_pair_options(parser)
+    jit_pair.add_jit_pair_options(parser)
     baseline.add_baseline_options(parser)
     superpmi_tool.add_run_options(parser)
     mch_sources.add_collection_options(parser)
@@ -265,18 +254,9 @@ def prepare_job(args: argparse.Namespace, settings: spmi_config.Settings, option
                 kind: str) -> MetricJob:
     superpmi = spmi_config.find_tool("superpmi", settings)
     core_root = settings.core_root or superpmi.parent
-    if getattr(args, "diff_jit_path", None):
-        diff_jit = jit_build.validate_jit_file(Path(args.diff_jit_path), "-diff_jit_path")
-    else:
-        diff_jit = jit_build.validate_jit_file(spmi_config.find_default_jit(settings, options.jit_name), "diff JIT")
-    choice = baseline.find_baseline_jit(settings, args, options.jit_name or diff_jit.name)
-    base_jit = jit_build.validate_jit_file(choice.path, "base JIT")
-    for path, what in ((base_jit, "base JIT"), (diff_jit, "diff JIT")):
-        jit_build.check_jit_target(path, what, settings.target_os, settings.target_arch)
-    jit_options = JitPairOptions(
-        shared=spmi_config.split_option_values(getattr(args, "jitoption", None), "-jitoption"),
-        base_only=spmi_config.split_option_values(getattr(args, "base_jit_option", None), "-base_jit_option"),
-        diff_only=spmi_config.split_option_values(getattr(args, "diff_jit_option", None), "-diff_jit_option"))
+    jits = jit_pair.resolve_jit_pair(args, settings, options.jit_name)
+    base_jit, diff_jit = jits.base, jits.diff
+    jit_options = jit_pair.user_jit_options(args)
     pin = None
     if kind == TPDIFF:
         import pintools
