@@ -204,6 +204,16 @@ def test_memdiff_threshold_must_be_a_number(sample, tmp_path):
     assert "is not a number" in result.stderr
 
 
+def test_memdiff_refuses_one_file_as_both_jits(sample, tmp_path):
+    same = sample.release("diff")
+    result = run_cli("memdiff", "-core_root", sample.core_root, "-arch", "x64", "-target_os", "linux",
+                     "-base_jit_path", same, "-diff_jit_path", same, "-mch_files", sample.collection("libraries.pmi"),
+                     "-spmi_location", tmp_path / "spmi")
+    assert result.returncode == 1
+    assert "the base and diff JIT are the same file" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+
+
 def test_memdiff_fails_on_a_jit_that_cannot_load(sample, tmp_path):
     diff = make_release_jit(sample, tmp_path / "bad", variant="diff", guid="00000000-0000-0000-0000-000000000000")
     result = run_cli("memdiff", *jit_args(sample, diff), "-mch_files", sample.collection("libraries.pmi"),
