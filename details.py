@@ -623,7 +623,7 @@ def _read_rows(blocks: _Blocks, line_number: int, builder: "_TableBuilder") -> N
         line_number += rows
 
 
-def _split_plain_block(text: str, width: int, indices: Sequence[int]) -> Optional[Tuple[List[List[str]], int]]:
+def _split_plain_block(text: str, width: int, indices: Sequence[int]) -> Optional[Tuple[List[Sequence[str]], int]]:
     """(the fields at `indices` column by column, the number of lines) of a block of whole
     lines; None unless the block is plain.
 
@@ -654,11 +654,15 @@ def _split_plain_block(text: str, width: int, indices: Sequence[int]) -> Optiona
         return None
     if set(map(str.count, lines, repeat(","))) != {width - 1}:
         return None
-    cells = ",".join(lines).split(",")
-    by_quote = _quoted_columns(cells, quoted, width, rows) if quoted else {}
-    if by_quote is None:
-        return None
-    return [by_quote[index] if index in by_quote else cells[index::width] for index in indices], rows
+    marked = [column for column, cell in enumerate(lines[0].split(",")) if cell == _MARK] if quoted else []
+    columns = _split_columns(lines, width, [*indices, *marked])
+    if quoted:
+        if not marked or len(quoted) != rows * len(marked) or \
+                any(columns[column].count(_MARK) != rows for column in marked):
+            return None  # e.g. `"a""b"`, `"a"b` or quotes elsewhere: for the csv module
+        for position, column in enumerate(marked):  # each cell there was one quoted field
+            columns[column] = quoted[position::len(marked)]
+    return [columns[index] for index in indices], rows
 
 
 def _join_doubled_quotes(parts: List[str]) -> None:
@@ -674,14 +678,11 @@ def _join_doubled_quotes(parts: List[str]) -> None:
         del parts[index:index + 2]
 
 
-def _quoted_columns(cells: List[str], quoted: List[str], width: int, rows: int) -> Optional[Dict[int, List[str]]]:
-    """Column → field texts for the columns whose every cell is one quoted field (`_MARK`)."""
-    marked = [column for column in range(width) if cells[column] == _MARK]
-    if not marked or len(quoted) != rows * len(marked):
-        return None
-    if any(cells[column::width].count(_MARK) != rows for column in marked):
-        return None  # e.g. `"a""b"`, `"a"b` or quotes elsewhere: for the csv module
-    return {column: quoted[position::len(marked)] for position, column in enumerate(marked)}
+def _split_columns(lines: List[str], width: int, wanted: Iterable[int]) -> Dict[int, Sequence[str]]:
+    """Column → cells, for the `wanted` columns of lines that all have `width` comma-separated
+    fields (splitting all lines at once is faster than splitting each only as far as needed)."""
+    cells = ",".join(lines).split(",")
+    return {column: cells[column::width] for column in wanted}
 
 
 def _read_csv_rows(lines: Iterable[str], line_number: int, builder: "_TableBuilder") -> None:
