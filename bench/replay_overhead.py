@@ -12,13 +12,17 @@ Generates a sample toolchain in a temporary folder, then, alternating, for each 
 
 Prints the medians and the ratio memdiff / raw (goal: at most 1.10), plus the time memdiff
 spends outside superpmi, by wall clock and by CPU time of all child processes (the CPU
-figure is what a busy shared machine distorts least). Numbers only; nothing is asserted.
+figure is what a busy shared machine distorts least). Where the platform reports it, also
+the CPU time of the memdiff process itself (superpmi.py run through a small wrapper that
+prints it at exit) and 1 + that / raw: the same ratio without the noise of two separate
+sets of superpmi runs. Numbers only; nothing is asserted.
 
     python bench/replay_overhead.py [--contexts 5000] [--rounds 3] [--sequential] [--keep DIR]
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -76,11 +80,30 @@ def measured(action: Callable[[], float]) -> Tuple[float, float]:
     return wall, children_cpu() - cpu_before
 
 
+#: Runs a script (argv[1:]) and writes its own CPU seconds (not its children's) to stderr at exit.
+SELF_CPU_WRAPPER = """
+import atexit, os, resource, runpy, sys
+def report():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    os.write(2, b"\\nself-cpu %f\\n" % (usage.ru_utime + usage.ru_stime))
+atexit.register(report)
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def self_cpu_supported() -> bool:
+    return importlib.util.find_spec("resource") is not None  # not on Windows
+
+
 def time_memdiff(toolchain: Path, manifest: dict, collections: List[str], spmi: Path, sequential: bool,
-                 env: dict) -> float:
+                 env: dict, self_cpu: List[float]) -> float:
+    """Wall seconds of one memdiff command; its own CPU seconds are appended to `self_cpu`."""
     native = next(iter(manifest["jit_names"]))
     jit = manifest["jit_names"][native]
-    argv = [sys.executable, str(ROOT / "superpmi.py"), "memdiff", "-core_root", str(Path(manifest["superpmi"]).parent),
+    wrapper = [sys.executable, "-c", SELF_CPU_WRAPPER] if self_cpu_supported() else [sys.executable]
+    argv = [*wrapper, str(ROOT / "superpmi.py"), "memdiff", "-core_root", str(Path(manifest["superpmi"]).parent),
             "-base_jit_path", str(toolchain / "release" / "base" / jit),
             "-diff_jit_path", str(toolchain / "release" / "diff" / jit),
             "-spmi_location", str(spmi), "-mch_files", *collections]
@@ -91,6 +114,9 @@ def time_memdiff(toolchain: Path, manifest: dict, collections: List[str], spmi: 
     elapsed = time.perf_counter() - started
     if result.returncode not in (0, 2):
         raise SystemExit(f"memdiff failed ({result.returncode}): {result.stderr.strip()}")
+    reports = [line.split()[1] for line in result.stderr.splitlines() if line.startswith("self-cpu ")]
+    if reports:
+        self_cpu.append(float(reports[-1]))
     return elapsed
 
 
@@ -125,6 +151,7 @@ def main() -> int:
         env = bytecode_env(work, work / "toolchain")
         memdiff_times: List[Tuple[float, float]] = []
         raw_times: List[Tuple[float, float]] = []
+        self_cpu: List[float] = []
         for round_index in range(args.rounds):
             scratch = work / f"raw{round_index}"
             scratch.mkdir(parents=True)
@@ -132,7 +159,7 @@ def main() -> int:
                                                        args.sequential, env)))
             spmi = work / f"spmi{round_index}"
             memdiff_times.append(measured(lambda: time_memdiff(work / "toolchain", manifest, collections, spmi,
-                                                               args.sequential, env)))
+                                                               args.sequential, env, self_cpu)))
         mode = "sequential" if args.sequential else "parallel (-p)"
         print(f"collections: {len(collections)} x {args.contexts} contexts, superpmi {mode}, {args.rounds} rounds")
         for label, index in (("wall", 0), ("CPU", 1)):
@@ -145,6 +172,10 @@ def main() -> int:
             print(f"{label:4} memdiff command   : median {mem_median:.2f} s  ({', '.join(f'{t:.2f}' for t in mem)})")
             print(f"{label:4} memdiff overhead  : {mem_median - raw_median:.2f} s outside superpmi")
             print(f"{label:4} ratio memdiff/raw : {mem_median / raw_median:.3f}  (goal <= 1.10)")
+            if label == "CPU" and self_cpu:
+                own = statistics.median(self_cpu)
+                print(f"CPU  memdiff process itself: median {own:.2f} s  ({', '.join(f'{t:.2f}' for t in self_cpu)})")
+                print(f"CPU  1 + itself / raw      : {1 + own / raw_median:.3f}")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

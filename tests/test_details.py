@@ -270,7 +270,8 @@ def _outcome(read):  # type: ignore[no-untyped-def]
 
 def _row(ctx: int, name: str = '"N:M(int,long)"', code: str = "10", perf: str = "1.500000",
          mem: tuple = ("100", "100")) -> str:
-    return f"{ctx},5,{name},Tier0,Success,Success,{ctx % 2 == 0},False,0,0,{code},{code},{perf},{perf},{mem[0]},{mem[1]}"
+    return (f"{ctx},5,{name},Tier0,Success,Success,{ctx % 2 == 0},False,0,0,{code},{code},{perf},{perf},"
+            f"{mem[0]},{mem[1]}")
 
 
 PLAIN_AND_NOT = {
