@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import FrozenSet, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from asmdiffs_model import (IMPROVEMENT, REGRESSION, ROW_NAMES, AsmDiffsSummary, CollectionReport,
                             ExampleDiff, JitOptions)
@@ -190,17 +190,22 @@ def details_section(collections: Sequence[CollectionReport]) -> str:
     return details_block("Details", body)
 
 
+def _with_total_row(rows: List[Tuple[str, Any]]) -> List[Tuple[str, Any]]:
+    """The rows, plus a total row with an empty name when there is more than one."""
+    if len(rows) <= 1:
+        return rows
+    total = rows[0][1]
+    for _, item in rows[1:]:
+        total = total.plus(item)
+    return rows + [("", total)]
+
+
 def _size_table(collections: Sequence[CollectionReport]) -> str:
     text = ("#### Size improvements/regressions per collection\n\n"
             "|Collection|Contexts with diffs|Improvements|Regressions|Same size|Improvements (bytes)|"
             "Regressions (bytes)|\n"
             "|---|--:|--:|--:|--:|--:|--:|\n")
-    stats = [(c.name, c.aggregates.diff_stats) for c in collections]
-    if len(stats) > 1:
-        total = stats[0][1]
-        for _, item in stats[1:]:
-            total = total.plus(item)
-        stats.append(("", total))
+    stats = _with_total_row([(c.name, c.aggregates.diff_stats) for c in collections])
     for name, s in stats:
         text += (f"|{name}|{fmt_int(s.contexts_with_diffs)}|{colored('green', fmt_int(s.size_improvements))}|"
                  f"{colored('red', fmt_int(s.size_regressions))}|{colored('blue', fmt_int(s.size_same))}|"
@@ -214,12 +219,7 @@ def _perfscore_table(collections: Sequence[CollectionReport]) -> str:
             "|Collection|Contexts with diffs|Improvements|Regressions|Same PerfScore|Improvements (PerfScore)|"
             "Regressions (PerfScore)|PerfScore Overall in FullOpts|\n"
             "|---|--:|--:|--:|--:|--:|--:|--:|\n")
-    rows = [(c.name, c.aggregates) for c in collections]
-    if len(rows) > 1:
-        total = rows[0][1]
-        for _, item in rows[1:]:
-            total = total.plus(item)
-        rows.append(("", total))
+    rows = _with_total_row([(c.name, c.aggregates) for c in collections])
     for name, agg in rows:
         s = agg.diff_stats
         text += (f"|{name}|{fmt_int(s.contexts_with_diffs)}|{colored('green', fmt_int(s.perfscore_improvements))}|"
@@ -233,12 +233,7 @@ def _context_table(collections: Sequence[CollectionReport]) -> str:
     text = ("#### Context information\n\n"
             "|Collection|Diffed contexts|MinOpts|FullOpts|Missed, base|Missed, diff|\n"
             "|---|--:|--:|--:|--:|--:|\n")
-    rows = [(c.name, c.aggregates) for c in collections]
-    if len(rows) > 1:
-        total = rows[0][1]
-        for _, item in rows[1:]:
-            total = total.plus(item)
-        rows.append(("", total))
+    rows = _with_total_row([(c.name, c.aggregates) for c in collections])
     for name, agg in rows:
         overall = agg.overall
         text += (f"|{name}|{fmt_int(overall.diffed_contexts)}|{fmt_int(agg.minopts.diffed_contexts)}|"

@@ -1,8 +1,11 @@
 """Helpers shared by the end-to-end tests that drive the suite against the sample toolchain."""
 from __future__ import annotations
 
+import signal
+import subprocess
+import time
 from pathlib import Path
-from typing import List
+from typing import Dict, List, Tuple
 
 
 def collection(toolchain: Path, name: str = "libraries.pmi", arch: str = "x64") -> Path:
@@ -24,3 +27,21 @@ def superpmi_processes_for(mch: Path) -> List[int]:
             if str(mch) in args and "-details" in args:
                 found.append(int(entry.name))
     return found
+
+
+def interrupt_once_replaying(argv: List[str], env: Dict[str, str], mch: Path, settle: float = 0.3) -> Tuple[int, str]:
+    """Start the suite, wait until superpmi replays `mch`, send Ctrl-C (SIGINT); returns exit code and output.
+
+    Also checks that no superpmi replaying `mch` is left afterwards.
+    """
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not superpmi_processes_for(mch):
+        time.sleep(0.1)
+    assert superpmi_processes_for(mch), "superpmi did not start"
+    time.sleep(settle)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    time.sleep(0.3)
+    assert superpmi_processes_for(mch) == [], "superpmi survived Ctrl-C"
+    return proc.returncode, out

@@ -13,7 +13,7 @@ from typing import List, Tuple
 import pytest
 
 import superpmi
-from e2e_support import collection, superpmi_processes_for
+from e2e_support import collection, interrupt_once_replaying
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -264,8 +264,6 @@ def test_json_summary_jitdump_and_release_mode(capsys, sample_toolchain, tmp_pat
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find leftover processes")
 def test_ctrl_c_kills_children_keeps_finished_outputs(sample_toolchain, faulty, tmp_path):
-    import signal
-    import time
     hang = tmp_path / "zz-hang-ctrl-c.mch"
     hang.write_bytes((faulty / "hang.mch").read_bytes())
     temp_root = tmp_path / "tmp"
@@ -276,18 +274,9 @@ def test_ctrl_c_kills_children_keeps_finished_outputs(sample_toolchain, faulty, 
             "-arch", "x64", "-target_os", "linux", "-mch_files", str(collection(sample_toolchain)), str(hang),
             "--sequential"]
     env = dict(os.environ, TMPDIR=str(temp_root), SPMI_SAMPLE_START_MS="0")
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not superpmi_processes_for(hang):
-        time.sleep(0.1)
-    assert superpmi_processes_for(hang), "the hanging superpmi did not start"
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 130, out
+    code, out = interrupt_once_replaying(argv, env, hang)
+    assert code == 130, out
     assert "interrupted" in out and "Traceback" not in out
-    time.sleep(0.3)
-    assert superpmi_processes_for(hang) == [], "superpmi survived Ctrl-C"
     assert list(temp_root.iterdir()) == [], "temporary files left behind"
     asm = spmi / "asm.libraries.pmi.linux.x64.checked"
     assert (asm / "summary.md").is_file() and list((asm / "diff").glob("*.dasm")), "finished outputs are kept"

@@ -9,7 +9,7 @@ from typing import List, Tuple
 import pytest
 
 import superpmi
-from e2e_support import collection, superpmi_processes_for
+from e2e_support import collection, interrupt_once_replaying
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -141,8 +141,6 @@ def test_bad_inputs_give_one_line_and_exit_1(sample_toolchain, faulty, tmp_path)
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find leftover processes")
 def test_ctrl_c_kills_children_and_removes_temp_files(sample_toolchain, faulty, tmp_path):
-    import signal
-    import time
     hang_copy = tmp_path / "hang-ctrl-c.mch"
     hang_copy.write_bytes((faulty / "hang.mch").read_bytes())
     temp_root = tmp_path / "tmp"
@@ -151,17 +149,8 @@ def test_ctrl_c_kills_children_and_removes_temp_files(sample_toolchain, faulty, 
             "-spmi_location", str(tmp_path / "spmi"), "-arch", "x64", "-target_os", "linux",
             "-mch_files", str(hang_copy), "--sequential"]
     env = dict(__import__("os").environ, TMPDIR=str(temp_root))
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not superpmi_processes_for(hang_copy):
-        time.sleep(0.1)
-    assert superpmi_processes_for(hang_copy), "superpmi did not start"
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=20)
-    assert proc.returncode == 130, out
+    code, out = interrupt_once_replaying(argv, env, hang_copy, settle=0.5)
+    assert code == 130, out
     assert "interrupted" in out and "Traceback" not in out
-    time.sleep(0.3)
-    assert superpmi_processes_for(hang_copy) == [], "superpmi survived Ctrl-C"
     assert list(temp_root.iterdir()) == [], "temporary files left behind"
     assert (tmp_path / "spmi" / "superpmi.log").is_file()
