@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import jitutil
 from spmi_config import ArgumentParser
@@ -18,19 +18,34 @@ from spmi_config import ArgumentParser
 # command sets `func(args) -> int` as its parser default.
 COMMAND_MODULES: List[str] = ["replay", "asmdiffs", "metricdiff", "summarize_cmd", "mch_commands"]
 
+# Which module registers each command, so a run imports only what it uses.
+MODULE_OF_COMMAND: Dict[str, str] = {
+    "replay": "replay", "asmdiffs": "asmdiffs", "tpdiff": "metricdiff", "memdiff": "metricdiff",
+    "summarize": "summarize_cmd", "download": "mch_commands", "upload": "mch_commands",
+    "upload-private": "mch_commands", "list-collections": "mch_commands", "merge-mch": "mch_commands",
+}
 
-def build_parser() -> ArgumentParser:
+
+def modules_for(argv: Optional[Sequence[str]]) -> List[str]:
+    """The command's own module when argv starts with a known command, else all (for help and errors)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in MODULE_OF_COMMAND:
+        return [MODULE_OF_COMMAND[args[0]]]
+    return COMMAND_MODULES
+
+
+def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> ArgumentParser:
     parser = ArgumentParser(prog="superpmi.py",
                             description="Replay SuperPMI collections and diff JIT code, throughput and memory.")
     subparsers = parser.add_subparsers(dest="command", metavar="command", parser_class=ArgumentParser)
     subparsers.required = True
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(name).register(subparsers)
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(modules_for(argv)).parse_args(argv)
     return jitutil.run_guarded("superpmi.py", lambda: args.func(args))
 
 
