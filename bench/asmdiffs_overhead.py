@@ -18,22 +18,15 @@ import argparse
 import concurrent.futures as futures
 import os
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench_support import ROOT, make_sample_toolchain, work_folder
+
 Command = Tuple[List[str], Dict[str, str]]
-
-
-def make_toolchain(out: Path, contexts: int) -> None:
-    subprocess.run([sys.executable, str(ROOT / "sample" / "make_toolchain.py"), str(out), "--contexts",
-                    str(contexts), "--targets", "linux-x64", "--collections", "libraries.pmi"],
-                   check=True, stdout=subprocess.DEVNULL)
 
 
 def superpmi_commands(log_text: str, superpmi: str) -> List[Command]:
@@ -112,13 +105,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.compile_us is not None:
         os.environ["SPMI_SAMPLE_COMPILE_US"] = str(args.compile_us)
-    work = Path(args.keep or tempfile.mkdtemp(prefix="bench-asmdiffs-"))
-    work.mkdir(parents=True, exist_ok=True)
-    try:
+    with work_folder(args.keep, "bench-asmdiffs-") as work:
         toolchain = Path(args.toolchain) if args.toolchain else work / "toolchain"
         if not args.toolchain:
             started = time.perf_counter()
-            make_toolchain(toolchain, args.contexts)
+            make_sample_toolchain(toolchain, args.contexts)
             print(f"toolchain with {args.contexts} contexts made in {time.perf_counter() - started:.1f} s")
         core_root = toolchain / "core_root"
         [mch] = sorted(toolchain.glob("collections/*/linux/x64/libraries.pmi.*.mch"))
@@ -138,9 +129,6 @@ def main() -> int:
         print(f"superpmi.py asmdiffs:      {suite:8.2f} s")
         print(f"raw superpmi runs:         {raw:8.2f} s  (replay {raw_replay:.2f} s + listings {raw_listings:.2f} s)")
         print(f"ratio (goal <= 1.10):      {suite / raw:8.3f}")
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

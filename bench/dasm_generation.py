@@ -20,26 +20,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench_support import ROOT, make_sample_toolchain, work_folder
+
 sys.path.insert(0, str(ROOT))
 
 import dasm_gen  # noqa: E402
 import details  # noqa: E402
 import superpmi_tool  # noqa: E402
-
-
-def make_toolchain(out: Path, contexts: int) -> None:
-    subprocess.run([sys.executable, str(ROOT / "sample" / "make_toolchain.py"), str(out), "--contexts",
-                    str(contexts), "--targets", "linux-x64", "--collections", "libraries.pmi"],
-                   check=True, stdout=subprocess.DEVNULL)
 
 
 def diff_details(toolchain: Path, mch: Path, work: Path) -> details.DetailsTable:
@@ -91,12 +84,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.start_ms is not None:
         os.environ["SPMI_SAMPLE_START_MS"] = str(args.start_ms)
-    work = Path(args.keep or tempfile.mkdtemp(prefix="bench-dasm-"))
-    work.mkdir(parents=True, exist_ok=True)
-    try:
+    with work_folder(args.keep, "bench-dasm-") as work:
         toolchain = Path(args.toolchain) if args.toolchain else work / "toolchain"
         if not args.toolchain:
-            make_toolchain(toolchain, args.collection_size)
+            make_sample_toolchain(toolchain, args.collection_size)
         [mch] = sorted(toolchain.glob("collections/*/linux/x64/libraries.pmi.*.mch"))
         table = diff_details(toolchain, mch, work)
         expected = {r.context: dasm_gen.ExpectedMethod(r.method_name, r.tier) for r in table.rows}
@@ -113,9 +104,6 @@ def main() -> int:
         print(f"per context: {t_single:8.2f} s  {single.processes:5d} superpmi processes  "
               f"({len(single.failures)} failures)")
         print(f"speed-up:    {t_single / t_batch:8.1f}x   files: {files}   byte-identical: {'yes' if same else 'NO'}")
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

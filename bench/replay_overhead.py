@@ -25,16 +25,15 @@ import argparse
 import importlib.util
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable, List, Tuple
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench_support import ROOT, make_sample_toolchain, work_folder
+
 sys.path.insert(0, str(ROOT))
 
 import metricdiff  # noqa: E402
@@ -42,9 +41,7 @@ from superpmi_tool import JitPairOptions, RunOptions  # noqa: E402
 
 
 def make_toolchain(directory: Path, contexts: int) -> dict:
-    subprocess.run([sys.executable, str(ROOT / "sample" / "make_toolchain.py"), str(directory), "--contexts",
-                    str(contexts), "--seed", "3", "--targets", "linux-x64" if os.name != "nt" else "windows-x64"],
-                   check=True, stdout=subprocess.DEVNULL)
+    make_sample_toolchain(directory, contexts, ("--seed", "3", "--targets", "linux-x64"))
     return json.loads((directory / "toolchain.json").read_text(encoding="utf-8"))
 
 
@@ -144,8 +141,7 @@ def main() -> int:
     parser.add_argument("--sequential", action="store_true", help="superpmi without -p (both sides)")
     parser.add_argument("--keep", help="generate the toolchain here and keep it")
     args = parser.parse_args()
-    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-replay-"))
-    try:
+    with work_folder(args.keep, "bench-replay-") as work:
         manifest = make_toolchain(work / "toolchain", args.contexts)
         collections = [p for paths in manifest["collections"].values() for p in paths]
         env = bytecode_env(work, work / "toolchain")
@@ -176,9 +172,6 @@ def main() -> int:
                 own = statistics.median(self_cpu)
                 print(f"CPU  memdiff process itself: median {own:.2f} s  ({', '.join(f'{t:.2f}' for t in self_cpu)})")
                 print(f"CPU  1 + itself / raw      : {1 + own / raw_median:.3f}")
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
