@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Dict, List, Tuple
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def collection(toolchain: Path, name: str = "libraries.pmi", arch: str = "x64") -> Path:
@@ -45,3 +48,15 @@ def interrupt_once_replaying(argv: List[str], env: Dict[str, str], mch: Path, se
     time.sleep(0.3)
     assert superpmi_processes_for(mch) == [], "superpmi survived Ctrl-C"
     return proc.returncode, out
+
+
+def assert_fails_in_one_line(command: str, toolchain: Path, spmi: Path, extra: List[str], message: str) -> None:
+    """`superpmi.py <command>` with bad input: exit 1, `message`, exactly one error line, no traceback."""
+    argv = [sys.executable, str(REPO / "superpmi.py"), command, "-core_root", str(toolchain / "core_root"),
+            "-spmi_location", str(spmi), "-arch", "x64", "-target_os", "linux", *extra]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=spmi.parent)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 1, (extra, text)
+    assert message in text, (extra, text)
+    assert "Traceback" not in text
+    assert len([line for line in text.splitlines() if "rror" in line]) == 1, (extra, text)

@@ -5,7 +5,6 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import sys
 from pathlib import Path
 from typing import List, Tuple
@@ -13,7 +12,7 @@ from typing import List, Tuple
 import pytest
 
 import superpmi
-from e2e_support import collection, interrupt_once_replaying
+from e2e_support import assert_fails_in_one_line, collection, interrupt_once_replaying
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -220,15 +219,7 @@ def bad_inputs(toolchain: Path, faulty: Path, tmp: Path) -> List[Tuple[List[str]
 
 def test_bad_inputs_give_one_line_and_exit_1(sample_toolchain, faulty, tmp_path):
     for extra, message in bad_inputs(sample_toolchain, faulty, tmp_path):
-        argv = [sys.executable, str(REPO / "superpmi.py"), "asmdiffs", "-core_root",
-                str(sample_toolchain / "core_root"), "-spmi_location", str(tmp_path / "spmi"), "-arch", "x64",
-                "-target_os", "linux", *extra]
-        proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
-        text = proc.stdout + proc.stderr
-        assert proc.returncode == 1, (extra, text)
-        assert message in text, (extra, text)
-        assert "Traceback" not in text
-        assert len([line for line in text.splitlines() if "rror" in line]) == 1, (extra, text)
+        assert_fails_in_one_line("asmdiffs", sample_toolchain, tmp_path / "spmi", extra, message)
 
 
 def test_undecodable_build_string_is_only_a_warning(capsys, sample_toolchain, tmp_path):

@@ -1,7 +1,6 @@
 """`superpmi.py replay` end to end against the sample toolchain."""
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import List, Tuple
@@ -9,7 +8,7 @@ from typing import List, Tuple
 import pytest
 
 import superpmi
-from e2e_support import collection, interrupt_once_replaying
+from e2e_support import assert_fails_in_one_line, collection, interrupt_once_replaying
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -127,16 +126,7 @@ def bad_input_cases(toolchain: Path, faulty: Path, tmp: Path) -> List[Tuple[List
 
 def test_bad_inputs_give_one_line_and_exit_1(sample_toolchain, faulty, tmp_path):
     for extra, message in bad_input_cases(sample_toolchain, faulty, tmp_path):
-        argv = [sys.executable, str(REPO / "superpmi.py"), "replay", "-core_root",
-                str(sample_toolchain / "core_root"), "-spmi_location", str(tmp_path / "spmi"), "-arch", "x64",
-                "-target_os", "linux", *extra]
-        proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
-        text = proc.stdout + proc.stderr
-        assert proc.returncode == 1, (extra, text)
-        assert message in text, (extra, text)
-        assert "Traceback" not in text
-        error_lines = [line for line in text.splitlines() if "rror" in line]
-        assert len(error_lines) == 1, (extra, text)
+        assert_fails_in_one_line("replay", sample_toolchain, tmp_path / "spmi", extra, message)
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find leftover processes")
