@@ -15,7 +15,7 @@ import stat
 import tarfile
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import List, Optional
 
 import platforms
@@ -146,14 +146,11 @@ def extract_archive(archive: Path, target_dir: Path) -> None:
 
 
 def unsafe_tar_member_reason(member: tarfile.TarInfo) -> Optional[str]:
-    """Why a tar entry may not be extracted (None when it is safe)."""
-    name = member.name.replace("\\", "/")
-    if not name:
-        return "an empty name"
-    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
-        return "an absolute path"
-    if any(part == ".." for part in PurePosixPath(name).parts):
-        return "a '..' component"
+    """Why a tar entry may not be extracted (None when it is safe): the storage path rules, no links."""
+    import storage
+    reason = storage.unsafe_archive_path_reason(member.name)
+    if reason:
+        return reason
     if member.issym() or member.islnk():
         return "a link"
     if not (member.isfile() or member.isdir()):

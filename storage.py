@@ -810,9 +810,8 @@ class NotAZip(DownloadError):
     """A `.zip` download that is not a readable zip archive."""
 
 
-def unsafe_zip_entry_reason(info: zipfile.ZipInfo) -> Optional[str]:
-    """Why an archive entry may not be extracted (None when it is safe)."""
-    name = info.filename
+def unsafe_archive_path_reason(name: str) -> Optional[str]:
+    """Why an archive entry's name may not be extracted (zip or tar; None when it is safe)."""
     if not name:
         return "an empty name"
     normalized = name.replace("\\", "/")
@@ -820,6 +819,14 @@ def unsafe_zip_entry_reason(info: zipfile.ZipInfo) -> Optional[str]:
         return "an absolute path"
     if any(part == ".." for part in normalized.split("/")):
         return "a '..' component"
+    return None
+
+
+def unsafe_zip_entry_reason(info: zipfile.ZipInfo) -> Optional[str]:
+    """Why a zip entry may not be extracted (None when it is safe)."""
+    reason = unsafe_archive_path_reason(info.filename)
+    if reason:
+        return reason
     mode = (info.external_attr >> 16) & 0xFFFF
     if stat.S_ISLNK(mode):
         return "a symbolic link"
@@ -1080,6 +1087,6 @@ __all__ = [
     "parse_connection_string", "connection_string_endpoint", "resolve_account_url", "add_storage_url_option",
     "account_name_from_url", "blob_url", "listing_url", "parse_listing_page", "list_blobs", "BlobInfo",
     "head_blob", "blob_exists", "RetryPolicy", "default_retry_policy", "DownloadItem", "download_files", "download_file",
-    "unsafe_zip_entry_reason", "extract_zip", "directory_lock", "StorageCredentials", "add_credential_options",
+    "unsafe_archive_path_reason", "unsafe_zip_entry_reason", "extract_zip", "directory_lock", "StorageCredentials", "add_credential_options",
     "StorageWriter", "upload_file", "new_session",
 ]
