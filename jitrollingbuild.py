@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""List, download and upload rolling builds of the JIT (CONTRACTS §12.14).
+"""List, download and upload rolling builds of the JIT (docs/contracts.md §12.14).
 
     python jitrollingbuild.py list [-git_hash H] [--all | --global_all]
     python jitrollingbuild.py download [-git_hash H] [-target_dir D]
@@ -21,14 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-import baseline
-import git_utils
-import jitutil
-import platforms
-import spmi_config
-import storage
-from jitutil import SuiteError
-from spmi_config import ArgumentParser, Settings
+from spmi.base import config, fsutil, logs, platforms, redaction, runner
+from spmi.base.config import ArgumentParser, Settings
+from spmi.base.errors import SuiteError
+from spmi.sources import baseline, git_utils
+from spmi.storage import blobs, downloads, uploads
 
 log = logging.getLogger("superpmi")
 
@@ -39,8 +36,8 @@ CONTAINER = baseline.ROLLING_BUILD_CONTAINER
 # ---------------------------------------------------------------- command line
 
 def build_parser() -> ArgumentParser:
-    common = spmi_config.common_options()
-    storage.add_storage_url_option(common)
+    common = config.common_options()
+    blobs.add_storage_url_option(common)
     parser = ArgumentParser(prog=PROG, description="List, download and upload rolling builds of the JIT.")
     subparsers = parser.add_subparsers(dest="command", metavar="command", parser_class=ArgumentParser)
     subparsers.required = True
@@ -63,7 +60,7 @@ def build_parser() -> ArgumentParser:
     upload.add_argument("-git_hash", metavar="HASH", required=True, help="commit the JITs were built from")
     upload.add_argument("--use_latest_jit_change", action="store_true",
                         help="use the newest commit at or before -git_hash that changed src/coreclr/jit")
-    storage.add_credential_options(upload)
+    uploads.add_credential_options(upload)
     upload.set_defaults(func=upload_command)
     return parser
 
@@ -121,17 +118,17 @@ def jit_files_to_upload(names: Sequence[str], host_os: str) -> List[str]:
 # ---------------------------------------------------------------- list
 
 def list_command(args: argparse.Namespace, settings: Settings) -> int:
-    account_url = storage.resolve_account_url(args.storage_url)
+    account_url = blobs.resolve_account_url(args.storage_url)
     git_hash = None
     if not args.global_all:
         git_hash = (baseline.check_hash(args.git_hash, "-git_hash") if args.git_hash
                     else first_candidate(settings))
     scope = list_scope(git_hash, args.all, args.global_all, settings.host_os, settings.arch, settings.build_type)
-    names = [n for n in storage.list_blobs(CONTAINER, scope.prefix, account_url) if n.startswith(scope.strict_prefix)]
+    names = [n for n in blobs.list_blobs(CONTAINER, scope.prefix, account_url) if n.startswith(scope.strict_prefix)]
     print(scope.header.format(n=len(names)))
     print()
     for name in names:
-        print(storage.blob_url(CONTAINER, name, account_url))
+        print(blobs.blob_url(CONTAINER, name, account_url))
     sys.stdout.flush()
     return 0
 
@@ -143,7 +140,7 @@ def first_candidate(settings: Settings) -> str:
 # ---------------------------------------------------------------- download
 
 def download_command(args: argparse.Namespace, settings: Settings) -> int:
-    account_url = storage.resolve_account_url(args.storage_url)
+    account_url = blobs.resolve_account_url(args.storage_url)
     target_dir: Optional[Path] = None
     if args.target_dir:
         target_dir = Path(args.target_dir).resolve()
@@ -168,7 +165,7 @@ def download_command(args: argparse.Namespace, settings: Settings) -> int:
 
 def build_listing(account_url: str, git_hash: str, settings: Settings) -> List[str]:
     prefix = baseline.build_prefix(git_hash, settings.host_os, settings.arch, settings.build_type)
-    return [n for n in storage.list_blobs(CONTAINER, prefix, account_url) if n.startswith(prefix + "/")]
+    return [n for n in blobs.list_blobs(CONTAINER, prefix, account_url) if n.startswith(prefix + "/")]
 
 
 def find_built_candidate(account_url: str, settings: Settings):  # type: ignore[no-untyped-def]
@@ -191,15 +188,15 @@ def download_build(account_url: str, names: Sequence[str], prefix: str, destinat
     """Download every blob into `destination` (files already in the cache are kept)."""
     planned = [(name, destination / relative_blob_path(name, prefix)) for name in names]
     # Only the shared cache needs a lock; a user's -target_dir gets no lock file beside it.
-    with storage.directory_lock(destination.parent) if keep_existing else contextlib.nullcontext():
+    with fsutil.directory_lock(destination.parent) if keep_existing else contextlib.nullcontext():
         items = []
         for name, path in planned:
             if keep_existing and path.is_file():
                 log.info("Already downloaded: %s", path)
                 continue
-            items.append(storage.DownloadItem(storage.blob_url(CONTAINER, name, account_url), path.parent,
+            items.append(downloads.DownloadItem(blobs.blob_url(CONTAINER, name, account_url), path.parent,
                                               file_name=path.name, extract=False))
-        storage.download_files(items, show_progress=settings.show_progress)
+        downloads.download_files(items, show_progress=settings.show_progress)
     return [path for _, path in planned]
 
 
@@ -212,13 +209,13 @@ def upload_command(args: argparse.Namespace, settings: Settings) -> int:
     if not (product_dir / native).is_file():
         raise SuiteError(f"the native JIT {native} is not in {product_dir}; build the JIT or pass -product_location")
     names = jit_files_to_upload([p.name for p in product_dir.iterdir() if p.is_file()], settings.host_os)
-    credentials = storage.StorageCredentials.from_args(args)
-    writer = storage.StorageWriter(credentials, storage.resolve_account_url(args.storage_url, authenticated=True))
+    credentials = uploads.StorageCredentials.from_args(args)
+    writer = uploads.StorageWriter(credentials, blobs.resolve_account_url(args.storage_url, authenticated=True))
     for name in names:
         blob = baseline.build_blob_name(git_hash, settings.host_os, settings.arch, settings.build_type, name)
         writer.upload_file(CONTAINER, blob, product_dir / name)
     log.info("Uploaded %d JIT files to %s", len(names),
-             storage.blob_url(CONTAINER, baseline.build_prefix(git_hash, settings.host_os, settings.arch,
+             blobs.blob_url(CONTAINER, baseline.build_prefix(git_hash, settings.host_os, settings.arch,
                                                                settings.build_type), writer.account_url))
     return 0
 
@@ -238,7 +235,7 @@ def resolve_upload_hash(git_hash: str, use_latest_jit_change: bool, settings: Se
 def require_product_dir(settings: Settings) -> Path:
     if settings.product_dir is not None:
         return settings.product_dir
-    expected = (spmi_config.default_product_dir(settings.repo_root, settings.host_os, settings.arch,
+    expected = (config.default_product_dir(settings.repo_root, settings.host_os, settings.arch,
                                                 settings.build_type) if settings.repo_root else None)
     where = f" ({expected} does not exist)" if expected else ""
     raise SuiteError(f"no product directory to upload from{where}; build the JIT or pass -product_location")
@@ -248,16 +245,16 @@ def require_product_dir(settings: Settings) -> Path:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    return jitutil.run_guarded(PROG, lambda: _run(args, argv))
+    return logs.run_guarded(PROG, lambda: _run(args, argv))
 
 
 def _run(args: argparse.Namespace, argv: Optional[Sequence[str]]) -> int:
     check_flag_combinations(args)
     for secret_option in ("connection_string", "sas_token", "account_key"):
-        storage.register_secret(getattr(args, secret_option, None))
-    settings = spmi_config.resolve_settings(args)
-    spmi_config.start_logging(args, settings)
-    log.debug("Command line: %s", jitutil.format_command([PROG, *(sys.argv[1:] if argv is None else argv)]))
+        redaction.register_secret(getattr(args, secret_option, None))
+    settings = config.resolve_settings(args)
+    config.start_logging(args, settings)
+    log.debug("Command line: %s", runner.format_command([PROG, *(sys.argv[1:] if argv is None else argv)]))
     return int(args.func(args, settings))
 
 

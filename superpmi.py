@@ -11,18 +11,20 @@ import importlib
 import sys
 from typing import Dict, List, Optional, Sequence
 
-import jitutil
-from spmi_config import ArgumentParser
+from spmi.base import logs
+from spmi.base.config import ArgumentParser
 
 # Each module defines register(subparsers) adding its command(s); every
 # command sets `func(args) -> int` as its parser default.
-COMMAND_MODULES: List[str] = ["replay", "asmdiffs", "metricdiff", "summarize_cmd", "mch_commands"]
+COMMAND_MODULES: List[str] = ["spmi.commands.replay", "spmi.commands.asmdiffs", "spmi.commands.metricdiff",
+                              "spmi.commands.summarize", "spmi.commands.mch_commands"]
 
 # Which module registers each command, so a run imports only what it uses.
 MODULE_OF_COMMAND: Dict[str, str] = {
-    "replay": "replay", "asmdiffs": "asmdiffs", "tpdiff": "metricdiff", "memdiff": "metricdiff",
-    "summarize": "summarize_cmd", "download": "mch_commands", "upload": "mch_commands",
-    "upload-private": "mch_commands", "list-collections": "mch_commands", "merge-mch": "mch_commands",
+    "replay": "spmi.commands.replay", "asmdiffs": "spmi.commands.asmdiffs",
+    "tpdiff": "spmi.commands.metricdiff", "memdiff": "spmi.commands.metricdiff",
+    "summarize": "spmi.commands.summarize", "download": "spmi.commands.mch_commands", "upload": "spmi.commands.mch_commands",
+    "upload-private": "spmi.commands.mch_commands", "list-collections": "spmi.commands.mch_commands", "merge-mch": "spmi.commands.mch_commands",
 }
 
 
@@ -46,7 +48,7 @@ def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser(modules_for(argv)).parse_args(argv)
-    return jitutil.run_guarded("superpmi.py", lambda: args.func(args))
+    return logs.run_guarded("superpmi.py", lambda: args.func(args))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@
 
 Runs `superpmi.py download`, then per type `superpmi.py <type> ... --summary_as_json`
 with the payload's JITs (checked for asmdiffs, release for tpdiff/memdiff; tpdiff with
-`-pin_path <payload>/pin`), and leaves in the upload root (CONTRACTS §12.15):
+`-pin_path <payload>/pin`), and leaves in the upload root (docs/contracts.md §12.15):
 `superpmi_<type>_summary_<os>_<arch>.md` (for people) and `.json` (for merging), the
 logs, `Asmdiffs_<os>_<arch>.zip` with every `.dasm`, and `superpmi_status_<os>_<arch>.json`
 (steps, exit codes, problems, baseline hash, repro command). A declared file that
@@ -30,12 +30,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
-import asmdiffs_pipeline as pipeline
-import jitutil
-import platforms
-from asmdiffs_pipeline import DiffType, Partition
-from jitutil import SuiteError
-from spmi_config import ArgumentParser
+from spmi.base import fsutil, logs, platforms, runner
+from spmi.base.config import ArgumentParser
+from spmi.base.errors import SuiteError
+from spmi.pipeline import common as pipeline
+from spmi.pipeline.common import DiffType, Partition
 
 log = logging.getLogger("superpmi")
 
@@ -222,9 +221,9 @@ class StepResult:
 
 
 def run_step(name: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str], log_name: str = "") -> StepResult:
-    print(f"##[group]{name}: {jitutil.format_command(argv)}", flush=True)
+    print(f"##[group]{name}: {runner.format_command(argv)}", flush=True)
     try:
-        result = jitutil.run(argv, cwd=cwd, env=env, log_output=False)
+        result = runner.run(argv, cwd=cwd, env=env, log_output=False)
     except SuiteError as exc:
         print("##[endgroup]", flush=True)
         log.error("Error: step %s could not run: %s", name, exc)
@@ -312,8 +311,8 @@ def annotate_asmdiffs_summary(path: Path, cfg: DriverConfig, baseline_hash: Opti
     """Replace the payload-specific repro line by one a developer runs in an enlistment,
     and record the baseline hash (asmdiffs only saw `-base_jit_path`)."""
     try:
-        import asmdiffs_model
-        summary = asmdiffs_model.AsmDiffsSummary.from_json(path.read_text(encoding="utf-8"), str(path))
+        from spmi.reports import asm_model
+        summary = asm_model.AsmDiffsSummary.from_json(path.read_text(encoding="utf-8"), str(path))
     except (ImportError, SuiteError, OSError) as exc:
         log.warning("Warning: cannot annotate %s: %s", path.name, exc)
         return
@@ -321,7 +320,7 @@ def annotate_asmdiffs_summary(path: Path, cfg: DriverConfig, baseline_hash: Opti
                                           baseline_hash, cfg.base_jit_options, cfg.diff_jit_options)
     if baseline_hash:
         summary.baseline = f"{baseline_hash} (rolling build used by the pipeline)"
-    jitutil.atomic_write_text(path, summary.to_json())
+    fsutil.atomic_write_text(path, summary.to_json())
 
 
 def zip_dasm_files(spmi_location: Path, target: Path) -> int:
@@ -343,7 +342,7 @@ def write_placeholders(upload: Path, names: Sequence[str]) -> List[str]:
     for name in names:
         path = upload / name
         if not path.is_file():
-            jitutil.atomic_write_text(path, pipeline.EMPTY_PLACEHOLDER)
+            fsutil.atomic_write_text(path, pipeline.EMPTY_PLACEHOLDER)
             written.append(name)
     return written
 
@@ -406,7 +405,7 @@ def run_work_item(cfg: DriverConfig, environ: Mapping[str, str]) -> int:
         log.warning("Warning: not produced, written as %s: %s", pipeline.EMPTY_PLACEHOLDER, ", ".join(placeholders))
     hashes = read_baseline_hashes(cfg.base_jit_directory)
     document = status_document(cfg, steps, hashes, placeholders)
-    jitutil.atomic_write_text(cfg.upload / status_file, json.dumps(document, indent=2) + "\n")
+    fsutil.atomic_write_text(cfg.upload / status_file, json.dumps(document, indent=2) + "\n")
     failed = [s.name + (" (memory gate)" if s.gate else "") for s in steps if not s.ok]
     if failed:
         log.error("Error: work item %s failed in: %s", cfg.partition.name, ", ".join(failed))
@@ -470,8 +469,8 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> Dr
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    jitutil.setup_logging(logging.INFO, None)
-    return jitutil.run_guarded(pipeline.DRIVER_SCRIPT,
+    logs.setup_logging(logging.INFO, None)
+    return logs.run_guarded(pipeline.DRIVER_SCRIPT,
                                lambda: run_work_item(config_from_args(args, os.environ), os.environ),
                                errors_to_stderr=True)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Stage the superpmi-asmdiffs Helix payload and work items (CONTRACTS §12.15).
+"""Stage the superpmi-asmdiffs Helix payload and work items (docs/contracts.md §12.15).
 
     python superpmi_asmdiffs_setup.py -product_directory P -host_arch x64|x86 -payload_directory OUT
         [-base_jit_directory B] [-release_product_directory PR -release_base_jit_directory BR]
@@ -17,7 +17,7 @@ and the summarize script, so a developer sees locally what CI shows.
 
 The payload is self-contained: work items read nothing outside it. In particular the
 PIN package is staged here on the build agent, from -pin_directory or else downloaded
-once from the storage account (`pintools/1.0/<host_os>.zip|.tar.gz`, CONTRACTS §10.1), and
+once from the storage account (`pintools/1.0/<host_os>.zip|.tar.gz`, docs/contracts.md §10.1), and
 work items pass `-pin_path <payload>/pin`, so Helix machines never fetch PIN themselves
 (one download per pipeline instead of one per work item, and every target measured
 with the same PIN).
@@ -39,12 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-import asmdiffs_pipeline as pipeline
-import jitutil
-import platforms
-from asmdiffs_pipeline import DiffType, Partition
-from jitutil import SuiteError
-from spmi_config import ArgumentParser
+from spmi.base import cioutput, fsutil, logs, platforms, runner
+from spmi.base.config import ArgumentParser
+from spmi.base.errors import SuiteError
+from spmi.pipeline import common as pipeline
+from spmi.pipeline.common import DiffType, Partition
 
 log = logging.getLogger("superpmi")
 
@@ -182,7 +181,7 @@ def split_options(text: Optional[str]) -> List[str]:
 def work_item_command(partition: Partition, host_os: str, type_name: str,
                       base_jit_options: Sequence[str] = (), diff_jit_options: Sequence[str] = (),
                       collections: CollectionArgs = CollectionArgs()) -> Tuple[Token, ...]:
-    """CONTRACTS §12.15 work-item command for one partition."""
+    """docs/contracts.md §12.15 work-item command for one partition."""
     tokens: List[Token] = [
         (PYTHON,), under(PAYLOAD, host_os, pipeline.DRIVER_SCRIPT),
         literal("-base_jit_directory"), under(PAYLOAD, host_os, pipeline.BASE_DIR),
@@ -297,7 +296,7 @@ def work_item_needs(partition: Partition, host_os: str, types: Sequence[DiffType
     """Everything a work item reads from the payload (pure); the tools' own libraries are
     whatever the product directory holds beside them and are copied as they are."""
     needs = [Need(pipeline.DRIVER_SCRIPT, "work-item driver"), Need(pipeline.SUPERPMI_SCRIPT, "superpmi.py"),
-             Need("asmdiffs_pipeline.py", "pipeline module"),
+             Need(pipeline.PIPELINE_MODULE, "pipeline module"),
              Need(platforms.exe_name("superpmi", host_os), "superpmi tool"),
              Need(platforms.exe_name("mcs", host_os), "mcs tool")]
     jit = partition.jit_name(host_os)
@@ -367,7 +366,10 @@ def copy_tree(source: Path, target: Path) -> None:
 
 
 def suite_scripts(source_directory: Path) -> List[Path]:
-    return sorted(p for p in source_directory.glob("*.py") if p.is_file())
+    """The entry scripts and every module of the `spmi` package, relative to `source_directory`."""
+    scripts = [p for p in source_directory.glob("*.py") if p.is_file()]
+    package = [p for p in (source_directory / pipeline.PACKAGE_DIR).rglob("*.py") if p.is_file()]
+    return sorted(p.relative_to(source_directory) for p in scripts + package)
 
 
 def tool_files(product_directory: Path, host_os: str) -> List[Path]:
@@ -463,7 +465,7 @@ def jit_ee_version_of(product_directory: Path, host_os: str, stores: Sequence[Pa
     """`mcs -printJITEEVersion`, else the one GUID directory the stores hold."""
     mcs = product_directory / platforms.exe_name("mcs", host_os)
     if mcs.is_file():
-        result = jitutil.run([mcs, "-printJITEEVersion"])
+        result = runner.run([mcs, "-printJITEEVersion"])
         guid = result.stdout.strip().lower()
         if result.code == 0 and guid:
             return guid
@@ -478,7 +480,7 @@ def stage_payload(options: StageOptions) -> Dict[str, Optional[str]]:
     """Fill the payload directory; returns the baseline hash per flavour (None if unknown)."""
     payload = options.payload
     for script in suite_scripts(options.source_directory):
-        copy_file(script, payload / script.name)
+        copy_file(options.source_directory / script, payload / script)
     requirements = options.source_directory / pipeline.REQUIREMENTS_FILE
     if requirements.is_file():
         copy_file(requirements, payload / requirements.name)
@@ -513,7 +515,7 @@ def stage_payload(options: StageOptions) -> Dict[str, Optional[str]]:
         copy_tree(options.git_directory, payload / pipeline.GIT_DIR)
     if any(t.uses_pin for t in options.types):
         stage_pin(options, payload / pipeline.PIN_DIR)
-    jitutil.atomic_write_text(payload / pipeline.BASELINE_INFO_FILE,
+    fsutil.atomic_write_text(payload / pipeline.BASELINE_INFO_FILE,
                               json.dumps({"version": 1, "hashes": hashes}, indent=2) + "\n")
     return hashes
 
@@ -524,8 +526,9 @@ def stage_pin(options: StageOptions, target: Path) -> None:
         copy_tree(options.pin_directory, target)
         log.info("Copied the PIN package from %s to %s", options.pin_directory, target)
         return
-    import pintools
     import tempfile
+
+    from spmi.tools import pintools
     with tempfile.TemporaryDirectory(prefix="spmi-pin-") as scratch:
         downloaded = Path(scratch) / "pin"
         pintools.download_package(downloaded, options.host_os, options.storage_url, show_progress=False)
@@ -535,8 +538,7 @@ def stage_pin(options: StageOptions, target: Path) -> None:
 
 def download_baseline(options: StageOptions, flavour: str, target: Path) -> str:
     """Fetch main, then `jitrollingbuild.py download` the first candidate that has the JITs."""
-    import baseline
-    import git_utils
+    from spmi.sources import baseline, git_utils
     repo = options.runtime_repo
     if options.base_git_hash is None:
         if repo is None:
@@ -555,9 +557,9 @@ def download_baseline(options: StageOptions, flavour: str, target: Path) -> str:
                 "-build_type", flavour.capitalize(), "-target_dir", str(target)]
         if options.storage_url:
             argv += ["-storage_url", options.storage_url]
-        result = jitutil.run(argv, cwd=repo)
+        result = runner.run(argv, cwd=repo)
         if result.code != 0:
-            raise SuiteError(f"'{jitutil.format_command(argv)}' failed with exit code {result.code}: "
+            raise SuiteError(f"'{runner.format_command(argv)}' failed with exit code {result.code}: "
                              f"{_last_line(result.stdout + result.stderr)}")
         if all((target / name).is_file() for name in required):
             if index > 0:
@@ -577,7 +579,7 @@ def _last_line(text: str) -> str:
 
 def validate_payload(payload: Path, items: Sequence[WorkItem], host_os: str, types: Sequence[DiffType],
                      source_directory: Path) -> None:
-    modules = [p.name for p in suite_scripts(source_directory)]
+    modules = [p.as_posix() for p in suite_scripts(source_directory)]
     missing = missing_needs(payload, items, host_os, types, modules)
     if missing:
         raise SuiteError(describe_missing(missing))
@@ -603,7 +605,7 @@ def pipeline_variables(payload: Path, host_arch: str, creator: str, source_prefi
 def print_variables(variables: Sequence[Tuple[str, str]]) -> None:
     for name, value in variables:
         print(f"{name} -> {value}")
-        print(jitutil.azdo_set_variable(name, value), flush=True)
+        print(cioutput.azdo_set_variable(name, value), flush=True)
 
 
 # ---------------------------------------------------------------- local run
@@ -660,7 +662,7 @@ def run_work_item_locally(item: WorkItem, payload: Path, root: Path, python: str
     argv = expand_command(item.command, env)
     console = directory / "console.log"
     with console.open("wb") as out:
-        out.write(("+ " + jitutil.format_command(argv) + "\n").encode("utf-8"))
+        out.write(("+ " + runner.format_command(argv) + "\n").encode("utf-8"))
         out.flush()
         try:
             proc = subprocess.run(argv, cwd=str(directory / "work"), env=env, stdin=subprocess.DEVNULL,
@@ -809,7 +811,7 @@ def used_dir(value: Optional[str], flag: str, used: bool) -> Optional[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    jitutil.setup_logging(jitutil.parse_log_level(args.log_level), None)
+    logs.setup_logging(logs.parse_log_level(args.log_level), None)
     host_os, host_arch = resolve_host(args)
     types = pipeline.expand_types(args.type)
     flavours = pipeline.flavours_for(types)
@@ -823,8 +825,8 @@ def run(args: argparse.Namespace) -> int:
     downloads_baseline = ((checked and args.base_jit_directory is None)
                           or (release and args.release_base_jit_directory is None))
     if runtime_repo is None and downloads_baseline:
-        import spmi_config
-        runtime_repo = spmi_config.find_git_work_tree(Path.cwd())
+        from spmi.base import config
+        runtime_repo = config.find_git_work_tree(Path.cwd())
     options = StageOptions(
         source_directory=source,
         product_directory=existing_dir(args.product_directory, "-product_directory"),  # type: ignore[arg-type]
@@ -849,7 +851,7 @@ def run(args: argparse.Namespace) -> int:
     (helix_dir / "workitem").mkdir(parents=True, exist_ok=True)
     proj = helix_dir / pipeline.PROJ_FILE_NAME
     install = (payload / pipeline.REQUIREMENTS_FILE).is_file()
-    jitutil.atomic_write_text(proj, render_proj(items, host_os, str(payload), args.type, install))
+    fsutil.atomic_write_text(proj, render_proj(items, host_os, str(payload), args.type, install))
     log.info("Payload %s ready for %d work item(s) (%s); baseline %s", payload, len(items),
              ", ".join(i.name for i in items), ", ".join(f"{k}: {v or 'unknown'}" for k, v in hashes.items()))
     log.info("Helix project %s", proj)
@@ -864,7 +866,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    return jitutil.run_guarded(pipeline.SETUP_SCRIPT, lambda: run(args), errors_to_stderr=True)
+    return logs.run_guarded(pipeline.SETUP_SCRIPT, lambda: run(args), errors_to_stderr=True)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarize the Helix results of one host's work items (CONTRACTS §12.16).
+"""Summarize the Helix results of one host's work items (docs/contracts.md §12.16).
 
     python superpmi_asmdiffs_summarize.py -diff_summary_dir D -arch x64|x86 -platform windows
         -type asmdiffs|tpdiff|memdiff|all [--short]
@@ -31,18 +31,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-import asmdiffs_pipeline as pipeline
-import jitutil
-import pipeline_markdown as md
-import platforms
-from asmdiffs_pipeline import DiffType
-from jitutil import SuiteError
-from spmi_config import ArgumentParser
+from spmi.base import cioutput, fsutil, logs, platforms
+from spmi.base.config import ArgumentParser
+from spmi.base.errors import SuiteError
+from spmi.pipeline import common as pipeline
+from spmi.pipeline.common import DiffType
+from spmi.reports import asm_overall, summaries
+from spmi.reports import pipeline_markdown as md
 
 log = logging.getLogger("superpmi")
 
-FILE_LIMIT_BYTES = jitutil.GITHUB_STEP_SUMMARY_LIMIT
-SHORT_LIMIT_CHARS = jitutil.GITHUB_COMMENT_LIMIT
+FILE_LIMIT_BYTES = cioutput.GITHUB_STEP_SUMMARY_LIMIT
+SHORT_LIMIT_CHARS = cioutput.GITHUB_COMMENT_LIMIT
 MAX_PROBLEMS_PER_PLATFORM = 5
 MAX_ISSUE_CHARS = 400
 #: the pipeline publishes every result file of a target (all types) as this artifact
@@ -104,7 +104,7 @@ class PlatformState:
     target_os: str
     target_arch: str
     markdown: Optional[str] = None
-    summary: Optional[object] = None          # asmdiffs_model.AsmDiffsSummary for asmdiffs
+    summary: Optional[object] = None          # asm_model.AsmDiffsSummary for asmdiffs
     status: Optional[Dict[str, object]] = None
     problems: List[str] = field(default_factory=list)
     expected: bool = True
@@ -221,7 +221,7 @@ def pipeline_box(states: Sequence[PlatformState]) -> str:
     bad = [s for s in states if s.missing or s.work_item_failed or s.problems]
     if not bad:
         return ""
-    from asmdiffs_markdown import cell, colored
+    from spmi.reports.asm_markdown import cell, colored
     gated = [s for s in bad if s.gate_failed]
     text = ""
     if gated:
@@ -254,14 +254,13 @@ def missing_section(state: PlatformState) -> str:
 
 def markdown_section(state: PlatformState) -> str:
     """§12.16: `## <os> <arch>` + the platform's markdown, collapsed."""
-    from asmdiffs_markdown import details_block
+    from spmi.reports.asm_markdown import details_block
     body = (state.markdown or "").rstrip("\n")
     return f"## {state.label}\n\n" + details_block(f"{state.label} summary", body) + "\n---\n\n"
 
 
 def render_asmdiffs(states: Sequence[PlatformState], title: str, budget: int, short: bool, artifact: str) -> str:
     """Box + `render_overall` of the platforms with JSON summaries + the other sections, within `budget`."""
-    import asmdiffs_report
     with_summary = [s for s in states if s.summary is not None]
     markdown_only = [s for s in states if s.summary is None and s.markdown is not None]
     missing = [s for s in states if s.missing]
@@ -270,10 +269,10 @@ def render_asmdiffs(states: Sequence[PlatformState], title: str, budget: int, sh
     if not with_summary:
         nothing = DIFF_NOTHING["asmdiffs"] + "\n\n---\n\n"
         return head + nothing + tail
-    merged = asmdiffs_report.merge_summaries([s.summary for s in with_summary])  # type: ignore[misc]
+    merged = summaries.merge_summaries([s.summary for s in with_summary])  # type: ignore[misc]
     measure = md.char_size if short else md.utf8_size
     room = max(1024, budget - measure(head) - measure(tail))
-    body = asmdiffs_report.render_overall(merged, room, artifact=artifact, short=short, title="")
+    body = asm_overall.render_overall(merged, room, artifact=artifact, short=short, title="")
     return head + body + tail
 
 
@@ -426,20 +425,20 @@ def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: st
     """Write, print and announce the overall summary of one diff type."""
     load_summary = None
     if diff_type.name == "asmdiffs":
-        import asmdiffs_model
-        load_summary = asmdiffs_model.AsmDiffsSummary.from_json
+        from spmi.reports import asm_model
+        load_summary = asm_model.AsmDiffsSummary.from_json
     states = build_states(gather_files(directory, diff_type.name), expected_platforms(arch), load_summary,
                           diff_type.name)
     artifact = args.artifact_name or DEFAULT_ARTIFACT
     text = render_document(states, diff_type, platform, arch, args.short, html_diffs=True, artifact=artifact)
     output = directory / pipeline.overall_summary_name(diff_type.name, platform, arch, short=args.short)
-    jitutil.atomic_write_text(output, text)
+    fsutil.atomic_write_text(output, text)
     print(f"Writing {output}", file=sys.stderr, flush=True)
     print(text, end="" if text.endswith("\n") else "\n")
-    if jitutil.running_under_azdo(environ):
-        print(jitutil.azdo_upload_summary(output))
+    if cioutput.running_under_azdo(environ):
+        print(cioutput.azdo_upload_summary(output))
     for message in failure_messages(states, diff_type.name):
-        print(jitutil.azdo_log_issue("error", message))
+        print(cioutput.azdo_log_issue("error", message))
     room = step_summary_room(environ)
     if room is not None:
         if room <= 1024:
@@ -448,14 +447,14 @@ def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: st
             budget = min(room, SHORT_LIMIT_CHARS if args.short else FILE_LIMIT_BYTES)
             github_text = render_document(states, diff_type, platform, arch, args.short, html_diffs=False,
                                           artifact=artifact, limit=budget if not args.short else min(budget, SHORT_LIMIT_CHARS))
-            jitutil.append_github_step_summary(github_text, environ)
+            cioutput.append_github_step_summary(github_text, environ)
     sys.stdout.flush()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    jitutil.setup_logging(logging.INFO, None)
-    return jitutil.run_guarded(pipeline.SUMMARIZE_SCRIPT, lambda: run(args, os.environ), errors_to_stderr=True)
+    logs.setup_logging(logging.INFO, None)
+    return logs.run_guarded(pipeline.SUMMARIZE_SCRIPT, lambda: run(args, os.environ), errors_to_stderr=True)
 
 
 if __name__ == "__main__":

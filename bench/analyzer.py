@@ -118,11 +118,11 @@ def _tree_bytes(path: str) -> int:
 
 def child(base: str, diff: str, recursive: bool) -> None:
     sys.path.insert(0, ROOT)
-    import jitanalyze
+    from spmi.analyzer import compare, core
 
-    options = jitanalyze.AnalyzeOptions(metrics=["CodeSize", "PerfScore"], recursive=recursive)
+    options = compare.AnalyzeOptions(metrics=["CodeSize", "PerfScore"], recursive=recursive)
     start, cpu_start = time.perf_counter(), time.process_time()
-    result = jitanalyze.analyze(base, diff, options)
+    result = core.analyze(base, diff, options)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     try:
         import resource

@@ -30,9 +30,8 @@ from bench_support import ROOT, make_sample_toolchain, work_folder
 
 sys.path.insert(0, str(ROOT))
 
-import dasm_gen  # noqa: E402
-import details  # noqa: E402
-import superpmi_tool  # noqa: E402
+from spmi.formats import details
+from spmi.tools import dasm_gen, superpmi_tool
 
 
 def diff_details(toolchain: Path, mch: Path, work: Path) -> details.DetailsTable:

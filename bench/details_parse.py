@@ -11,8 +11,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import details  # noqa: E402
 from test_details import big_current_era_csv  # noqa: E402
+
+from spmi.formats import details
 
 
 def best_of(runs: int, action) -> float:  # type: ignore[no-untyped-def]

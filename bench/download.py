@@ -4,9 +4,9 @@
 Starts its own Azurite (tests/azurite.py), uploads a few hundred MB of collection zips
 under `collections/<guid>/linux/x64/`, then times, alternating for each round:
 
-* one stream: `storage.download_files` with one worker and no ranges (one connection,
+* one stream: `downloads.download_files` with one worker and no ranges (one connection,
   blob after blob, like the original scripts);
-* parallel + ranged: `storage.download_files` with its defaults (several blobs at once,
+* parallel + ranged: `downloads.download_files` with its defaults (several blobs at once,
   large blobs in parallel ranges);
 
 each into a fresh directory, including zip extraction. Then the collection getter
@@ -43,10 +43,11 @@ from typing import Callable, Dict, List
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import mch_sources  # noqa: E402
-import spmi_config  # noqa: E402
-import storage  # noqa: E402
 from azurite import start_azurite  # noqa: E402
+
+from spmi.base import config
+from spmi.sources import mch_sources
+from spmi.storage import blobs, downloads
 
 GUID = "bench000-0000-0000-0000-000000000000"
 
@@ -80,9 +81,9 @@ def upload_collections(azurite, total_mb: int, files: int) -> int:  # type: igno
     return zipped
 
 
-def items_for(account_url: str, target: Path) -> List[storage.DownloadItem]:
-    names = storage.list_blobs("superpmi", f"collections/{GUID}/", account_url)
-    return [storage.DownloadItem(storage.blob_url("superpmi", n, account_url), target) for n in names]
+def items_for(account_url: str, target: Path) -> List[downloads.DownloadItem]:
+    names = blobs.list_blobs("superpmi", f"collections/{GUID}/", account_url)
+    return [downloads.DownloadItem(blobs.blob_url("superpmi", n, account_url), target) for n in names]
 
 
 PROXY_SCRIPT = """
@@ -112,8 +113,8 @@ def timed(action: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def settings_for(spmi: Path) -> spmi_config.Settings:
-    return spmi_config.Settings(host_os="linux", arch="x64", target_os="linux", target_arch="x64", mch_arch="x64",
+def settings_for(spmi: Path) -> config.Settings:
+    return config.Settings(host_os="linux", arch="x64", target_os="linux", target_arch="x64", mch_arch="x64",
                                 build_type="Checked", repo_root=None, core_root=None, product_dir=None,
                                 spmi_location=spmi)
 
@@ -126,9 +127,9 @@ def measure(label: str, account_url: str, scratch: Path, rounds: int, zipped: in
             target = scratch / f"{label}-{mode}-{round_index}"
             items = items_for(account_url, target)
             if mode == "single":
-                seconds = timed(lambda: storage.download_files(items, max_workers=1, chunk_size=1 << 40))
+                seconds = timed(lambda: downloads.download_files(items, max_workers=1, chunk_size=1 << 40))
             else:
-                seconds = timed(lambda: storage.download_files(items))
+                seconds = timed(lambda: downloads.download_files(items))
             store.append(seconds)
             shutil.rmtree(target)
     spmi = scratch / f"{label}-spmi"

@@ -36,8 +36,8 @@ from bench_support import ROOT, make_sample_toolchain, work_folder
 
 sys.path.insert(0, str(ROOT))
 
-import metricdiff  # noqa: E402
-from superpmi_tool import JitPairOptions, RunOptions  # noqa: E402
+from spmi.commands import metricdiff
+from spmi.tools.superpmi_tool import JitPairOptions, RunOptions
 
 
 def make_toolchain(directory: Path, contexts: int) -> dict:

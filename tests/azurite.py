@@ -1,4 +1,4 @@
-"""Start and drive a local Azurite blob emulator for tests and benchmarks (CONTRACTS §11.6).
+"""Start and drive a local Azurite blob emulator for tests and benchmarks (docs/contracts.md §11.6).
 
 `start_azurite(location)` runs `node_modules/.bin/azurite-blob` on a free loopback port and
 waits until it answers; `Azurite.stop()` ends it. Helpers create public-read containers and
@@ -100,6 +100,7 @@ def upload_blob(azurite: Azurite, container: str, name: str, data: Union[bytes, 
                 content_md5: bool = True) -> str:
     """Upload bytes or a file; by default with its Content-MD5 (as `upload` stores it)."""
     import hashlib
+
     from azure.storage.blob import ContentSettings
     payload = data.read_bytes() if isinstance(data, Path) else data
     settings = ContentSettings(content_md5=bytearray(hashlib.md5(payload).digest())) if content_md5 else None

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import List, Tuple
 
 import pytest
+from e2e_support import assert_fails_in_one_line, collection, interrupt_once_replaying
 
 import superpmi
-from e2e_support import assert_fails_in_one_line, collection, interrupt_once_replaying
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -232,12 +232,12 @@ def test_undecodable_build_string_is_only_a_warning(capsys, sample_toolchain, tm
 
 
 def test_json_summary_jitdump_and_release_mode(capsys, sample_toolchain, tmp_path):
-    import asmdiffs_report
+    from spmi.reports import summaries
     mch = str(collection(sample_toolchain))
     code, out = asmdiffs(capsys, sample_toolchain, tmp_path, "-mch_files", mch, "-c", "1-40", "--summary_as_json",
                          "--diff_jit_dump", "-jitoption", "JitNoCSE=1")
     assert code == 0, out
-    [summary] = asmdiffs_report.read_json_summaries([tmp_path / "diff_summary.json"])
+    [summary] = summaries.read_json_summaries([tmp_path / "diff_summary.json"])
     assert summary.collections[0].name == Path(mch).name and summary.jit_options.common == ["JitNoCSE=1"]
     assert summary.analyzer == "built-in" and "-jitoption JitNoCSE=1" in summary.repro_command
     assert not list(tmp_path.glob("diff_summary*.md"))

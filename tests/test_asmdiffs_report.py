@@ -1,4 +1,4 @@
-"""asmdiffs aggregation, context picking and summaries (CONTRACTS §12.9, §12.10, §12.13, §12.18)."""
+"""asmdiffs aggregation, context picking and summaries (docs/contracts.md §12.9, §12.10, §12.13, §12.18)."""
 from __future__ import annotations
 
 import copy
@@ -10,15 +10,37 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
-import asmdiffs_report as report
-from asmdiffs_markdown import (NO_GIT, NO_GIT_DIFFS, RenderOptions, details_block, example_diff_text, fmt_delta,
-                               fmt_percent, render_long, render_short)
-from asmdiffs_model import (FULLOPTS, IMPROVEMENT, REGRESSION, Aggregate, AsmDiffsSummary,
-                            AssertGroup, AssertInstance, CollectionAggregates, CollectionReport, DiffListStats,
-                            ExampleDiff, JitOptions, ReplayStatus, combine_partitions)
-from asmdiffs_overall import (measure_bytes, render_long_within, render_overall, render_short_within)
-from details import parse_details, read_details_csv
-from jitutil import SuiteError
+from spmi.base.errors import SuiteError
+from spmi.formats.details import parse_details, read_details_csv
+from spmi.reports import asm_analysis, summaries
+from spmi.reports.asm_markdown import (
+    NO_GIT,
+    NO_GIT_DIFFS,
+    RenderOptions,
+    details_block,
+    example_diff_text,
+    fmt_delta,
+    fmt_percent,
+    render_long,
+    render_short,
+)
+from spmi.reports.asm_model import (
+    FULLOPTS,
+    IMPROVEMENT,
+    REGRESSION,
+    Aggregate,
+    AsmDiffsSummary,
+    AssertGroup,
+    AssertInstance,
+    CollectionAggregates,
+    CollectionReport,
+    DiffListStats,
+    ExampleDiff,
+    JitOptions,
+    ReplayStatus,
+    combine_partitions,
+)
+from spmi.reports.asm_overall import measure_bytes, render_long_within, render_overall, render_short_within
 
 DATA = Path(__file__).resolve().parent / "data" / "md"
 GOLDEN_02 = (DATA / "02_superpmi_diff_summary_2024_complete.md").read_text(encoding="utf-8")
@@ -80,8 +102,8 @@ def test_example_diff_text_without_diffs_or_git():
 
 def test_listing_title():
     first = "; Assembly listing for method System.ConsolePal:InvalidateTerminalSettings() (FullOpts)\r\n"
-    assert report.listing_title(first) == "System.ConsolePal:InvalidateTerminalSettings() (FullOpts)"
-    assert report.listing_title("; Emitting BLENDED_CODE") is None
+    assert asm_analysis.listing_title(first) == "System.ConsolePal:InvalidateTerminalSettings() (FullOpts)"
+    assert asm_analysis.listing_title("; Emitting BLENDED_CODE") is None
 
 
 # ---------------------------------------------------------------- aggregation
@@ -100,7 +122,7 @@ def crafted_table():  # type: ignore[no-untyped-def]
 
 
 def test_aggregation_splits_minopts_and_fullopts_and_counts_each_side():
-    agg = report.aggregate_table(crafted_table())
+    agg = asm_analysis.aggregate_table(crafted_table())
     m, f = agg.minopts, agg.fullopts
     assert (m.base_successes, m.base_misses, m.base_failures) == (2, 0, 1)
     assert (m.diff_successes, m.diff_misses, m.diff_failures) == (2, 0, 1)
@@ -121,7 +143,7 @@ def test_aggregation_splits_minopts_and_fullopts_and_counts_each_side():
 
 
 def test_diff_list_stats_for_the_details_tables():
-    stats = report.aggregate_table(crafted_table()).diff_stats
+    stats = asm_analysis.aggregate_table(crafted_table()).diff_stats
     assert (stats.contexts_with_diffs, stats.size_improvements, stats.size_regressions, stats.size_same) == (3, 1, 1, 1)
     assert (stats.bytes_improved, stats.bytes_regressed) == (10, 20)
     assert (stats.perfscore_improvements, stats.perfscore_regressions, stats.perfscore_same) == (1, 1, 1)
@@ -143,7 +165,7 @@ def test_picking_takes_the_union_of_every_rule():
     rows += [csv_row(c, size=1, has_diff=False, base=1, diff=9) for c in range(601, 611)]
     rows += [csv_row(700, size=1, results=("Error", "Success"), base=1, diff=99)]
     random.Random(7).shuffle(rows)
-    pick = report.pick_contexts(table_of(rows))
+    pick = asm_analysis.pick_contexts(table_of(rows))
     expected = (set(range(6, 26))          # A: most negative relative change
                 | set(range(106, 126))      # B: most positive relative change
                 | set(range(206, 226))      # C: most positive change in bytes
@@ -160,7 +182,7 @@ def test_picking_takes_the_union_of_every_rule():
 
 def test_ties_keep_context_order_for_both_ends():
     rows = [csv_row(c, size=1000 - c, base=100, diff=95) for c in range(45, 0, -1)]
-    pick = report.pick_contexts(table_of(rows))
+    pick = asm_analysis.pick_contexts(table_of(rows))
     assert pick.contexts == list(range(1, 21)) + list(range(26, 46))
     assert [r.context for r in pick.improvement_examples] == [1, 2, 3]
     assert [r.context for r in pick.regression_examples] == [45, 44, 43]
@@ -168,14 +190,14 @@ def test_ties_keep_context_order_for_both_ends():
 
 def test_examples_have_distinct_names_per_pass_and_skip_chosen_contexts():
     rows = [csv_row(c, base=100, diff=100 - 5 * c, name="Same" if c in (4, 5) else None) for c in range(1, 6)]
-    pick = report.pick_contexts(table_of(rows))
+    pick = asm_analysis.pick_contexts(table_of(rows))
     assert [r.context for r in pick.improvement_examples] == [5, 3, 2]
     assert [r.context for r in pick.regression_examples] == [1, 4]
 
 
 def test_empty_method_names_do_not_block_examples():
     rows = [csv_row(c, base=100, diff=100 - c, name="") for c in range(1, 7)]
-    pick = report.pick_contexts(table_of(rows))
+    pick = asm_analysis.pick_contexts(table_of(rows))
     assert [r.context for r in pick.improvement_examples] == [6, 5, 4]
     assert [r.context for r in pick.regression_examples] == [1, 2, 3]
 
@@ -185,7 +207,7 @@ def test_small_size_diffs_come_first_in_examples():
             csv_row(2, base=100, diff=60),        # -40%, small
             csv_row(3, base=100, diff=151),       # +51%, not small
             csv_row(4, base=100, diff=149)]       # +49%, small
-    pick = report.pick_contexts(table_of(rows), example_count=1)
+    pick = asm_analysis.pick_contexts(table_of(rows), example_count=1)
     assert [r.context for r in pick.improvement_examples] == [2]
     assert [r.context for r in pick.regression_examples] == [3]
 
@@ -194,14 +216,14 @@ def test_metrics_perfscore_ranks_by_perfscore_and_other_metrics_take_every_diff(
     rows = [csv_row(c, size=100 + c, base=100, diff=100 + c, base_ps=100.0, diff_ps=100.0 - c) for c in range(1, 11)]
     rows.append(csv_row(50, has_diff=False))
     table = table_of(rows)
-    by_perf = report.pick_contexts(table, ["PerfScore"], count=2, example_count=1)
+    by_perf = asm_analysis.pick_contexts(table, ["PerfScore"], count=2, example_count=1)
     # 2 smallest (1, 2); PerfScore most negative (10, 9) and most positive (1, 2), relative likewise.
     assert by_perf.contexts == [1, 2, 9, 10]
     assert by_perf.metric == "PerfScore"
     assert [r.context for r in by_perf.improvement_examples] == [10]
-    by_bytes = report.pick_contexts(table, None, count=2, example_count=1)
+    by_bytes = asm_analysis.pick_contexts(table, None, count=2, example_count=1)
     assert [r.context for r in by_bytes.improvement_examples] == [1]
-    every = report.pick_contexts(table, ["ActualCodeBytes", "PerfScore"])
+    every = asm_analysis.pick_contexts(table, ["ActualCodeBytes", "PerfScore"])
     assert every.contexts == list(range(1, 11)) and every.examples == [] and every.metric is None
 
 
@@ -279,15 +301,15 @@ def sample_02_summary(tmp_path: Path) -> AsmDiffsSummary:
     csv_path = tmp_path / "test.mch_details.csv"
     csv_path.write_text(HEADER + "\n" + "\n".join(sample_02_rows()) + "\n", encoding="utf-8")
     table = read_details_csv(csv_path, metrics=[])
-    aggregates = report.aggregate_table(table)
-    pick = report.pick_contexts(table)
+    aggregates = asm_analysis.aggregate_table(table)
+    pick = asm_analysis.pick_contexts(table)
     bodies = sample_02_bodies()
     examples = []
     for kind, rows in ((IMPROVEMENT, pick.improvement_examples), (REGRESSION, pick.regression_examples)):
         for row in rows:
             title, body = bodies[row.context]
             first_line = f"; Assembly listing for method {title}\n"
-            examples.append(report.example_from_row(row, kind, report.listing_title(first_line),
+            examples.append(asm_analysis.example_from_row(row, kind, asm_analysis.listing_title(first_line),
                                                     example_diff_text(git_output(body.split("\n")), 1),
                                                     f"superpmi -c {row.context} libclrjit.so test.mch"))
     return AsmDiffsSummary("linux", "riscv64", "linux", "x64", collections=[
@@ -439,7 +461,7 @@ def test_json_round_trip_keeps_everything(summary_02):
     again = AsmDiffsSummary.from_json(text)
     assert again == summary
     assert render_long(again) == render_long(summary)
-    assert report.as_summary(summary.to_document()) == summary
+    assert summaries.as_summary(summary.to_document()) == summary
 
 
 def test_json_errors_are_one_line_suite_errors():
@@ -496,7 +518,7 @@ def test_merged_rendering_order():
     linux_arm = platform("linux", "arm64", [collection("la.mch", 0)])
     linux = platform("linux", "x64", [collection("l1.mch", -1000), collection("l2.mch", -10, perf_delta=20.0)])
     linux.collections[0].status = ReplayStatus(failed=True, reason="JIT failed to initialize", exit_code=-2)
-    merged = report.merge_summaries([windows.to_json(), linux_arm.to_document(), linux])
+    merged = summaries.merge_summaries([windows.to_json(), linux_arm.to_document(), linux])
     assert [s.platform for s in merged.platforms] == ["linux arm64", "linux x64", "windows x64"]
     text = render_overall(merged, artifact="Asmdiffs_summary.zip", title="ASM diffs generated on windows x64")
     assert text.startswith("# ASM diffs generated on windows x64\n\n"
@@ -516,7 +538,7 @@ def test_merged_rendering_order():
 
 
 def test_merged_rendering_without_any_diffs_says_so():
-    merged = report.merge_summaries([platform("linux", "x64", [collection("a.mch", 0)]),
+    merged = summaries.merge_summaries([platform("linux", "x64", [collection("a.mch", 0)]),
                                      platform("osx", "arm64", [collection("b.mch", 0)])])
     text = render_overall(merged)
     assert text.startswith("No diffs found on any platform (2 platforms, 2 collections).\n\n")
@@ -525,9 +547,9 @@ def test_merged_rendering_without_any_diffs_says_so():
 
 
 def test_single_platform_merge_renders_like_a_single_run(summary_02):
-    merged = report.merge_summaries([summary_02.to_json()])
-    assert report.render_long_summary(merged) == render_long(summary_02)
-    assert report.render_short_summary(merged) == render_short(summary_02)
+    merged = summaries.merge_summaries([summary_02.to_json()])
+    assert summaries.render_long_summary(merged) == render_long(summary_02)
+    assert summaries.render_short_summary(merged) == render_short(summary_02)
 
 
 # ---------------------------------------------------------------- size budgets
@@ -540,7 +562,7 @@ def huge_merged():  # type: ignore[no-untyped-def]
                                                              examples=6, lines=300) for i in range(10)]))
     platforms[0].collections[0].status = ReplayStatus(failed=True, reason="Compilation failures", exit_code=1)
     platforms[0].collections[0].asserts = [AssertGroup("false (x.cpp:1)", 5, [AssertInstance(3, 20)])]
-    return report.merge_summaries(platforms)
+    return summaries.merge_summaries(platforms)
 
 
 def test_budgets_hold_for_a_huge_diff_set():

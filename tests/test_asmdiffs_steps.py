@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-import asmdiffs_steps as steps
-from jitutil import SuiteError
+from spmi.base.errors import SuiteError
+from spmi.steps import asmdiffs_steps as steps
 
 ASM = Path("/spmi/asm.libraries.pmi")
 

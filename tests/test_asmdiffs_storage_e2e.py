@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
-
 from azurite import closed_port_url
 from gitrepos import GUID_FILE, git, make_runtime_repos
+
 from sample.make_toolchain import make_toolchain
 
 REPO = Path(__file__).resolve().parent.parent

@@ -5,13 +5,12 @@ import argparse
 from pathlib import Path
 
 import pytest
-
-import baseline
-import mch_sources
 from azurite import closed_port_url
 from gitrepos import JIT_FILE, init_repo, make_runtime_repos
-from jitutil import SuiteError
-from spmi_config import ArgumentParser, Settings
+
+from spmi.base.config import ArgumentParser, Settings
+from spmi.base.errors import SuiteError
+from spmi.sources import baseline, mch_sources
 
 JIT = "libclrjit.so"
 WHERE = ("linux", "x64", "Checked")

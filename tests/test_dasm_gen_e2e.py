@@ -7,9 +7,8 @@ from typing import Dict, List
 
 import pytest
 
-import dasm_gen
-import details
-import superpmi_tool
+from spmi.formats import details
+from spmi.tools import dasm_gen, superpmi_tool
 
 FORCED = superpmi_tool.asmdiffs_replay_options(align_loops=False)
 

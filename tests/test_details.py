@@ -1,12 +1,21 @@
-"""Reading superpmi's details CSV (CONTRACTS §3.2, §13)."""
+"""Reading superpmi's details CSV (docs/contracts.md §3.2, §13)."""
 from __future__ import annotations
-
 
 import pytest
 
-import details
-from details import (CODE_BYTES, HIGHER_IS_BETTER, LOWER_IS_BETTER, NEUTRAL, PERFSCORE, DetailsError,
-                     is_improvement, metric_direction, parse_details, read_details_csv)
+from spmi.formats import details
+from spmi.formats.details import (
+    CODE_BYTES,
+    HIGHER_IS_BETTER,
+    LOWER_IS_BETTER,
+    NEUTRAL,
+    PERFSCORE,
+    DetailsError,
+    is_improvement,
+    metric_direction,
+    parse_details,
+    read_details_csv,
+)
 
 DIFF_HEADER = ("Context,Context size,Method full name,Tier name,Base result,Diff result,MinOpts,Has diff,"
                "Base instructions,Diff instructions,Base ActualCodeBytes,Diff ActualCodeBytes,"

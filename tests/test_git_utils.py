@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import pytest
-
-import git_utils
 from gitrepos import JIT_FILE, OTHER_FILE, add_stale_remote, git, init_repo, make_runtime_repos
-from jitutil import SuiteError
+
+from spmi.base.errors import SuiteError
+from spmi.sources import git_utils
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Tests for jitanalyze.py, the built-in jit-analyze (CONTRACTS.md §7, §8)."""
+"""Tests for jitanalyze.py, the built-in jit-analyze (docs/contracts.md §7, §8)."""
 from __future__ import annotations
 
 import io
@@ -12,7 +12,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import jitanalyze as ja  # noqa: E402
+from spmi.analyzer import cli as analyzer_cli  # noqa: E402
+from spmi.analyzer import compare, core, render, scan
 
 DATA = Path(__file__).resolve().parent / "data"
 DASM = DATA / "dasm"
@@ -52,7 +53,7 @@ def write_tree(root: Path, files: Dict[str, str]) -> Path:
 
 def cli(argv: List[str]) -> Tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = ja.run_cli(argv, stdout=out, stderr=err)
+    code = analyzer_cli.run_cli(argv, stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -86,7 +87,7 @@ def reference_groups(text: str) -> Dict[str, Tuple[float, ...]]:
     return {k: tuple(v) for k, v in groups.items()}
 
 
-def as_tuple(m: ja.MethodMetrics) -> Tuple[float, ...]:
+def as_tuple(m: scan.MethodMetrics) -> Tuple[float, ...]:
     return (m.code_size, m.prolog_size, m.perf_score, m.instr_count, m.alloc_size, m.debug_clause_count,
             m.debug_var_count, m.spill_count, m.spill_weight, m.resolution_count, m.resolution_weight, m.instances)
 
@@ -116,7 +117,7 @@ EDGE_LISTING = (
 
 
 def test_sample_03_checked_footer_all_metrics() -> None:
-    methods = ja.parse_dasm_text((DASM / "03_x64_fullopts_checked_perfscore_windows.dasm").read_bytes())
+    methods = scan.parse_dasm_text((DASM / "03_x64_fullopts_checked_perfscore_windows.dasm").read_bytes())
     avx2 = methods["DotLLM.Cpu.Kernels.KvQuantize:Q8_0ToF32Avx2(ptr,ptr,int) (FullOpts)"]
     avx512 = methods["DotLLM.Cpu.Kernels.KvQuantize:Q8_0ToF32Avx512(ptr,ptr,int) (FullOpts)"]
     assert len(methods) == 2
@@ -130,14 +131,14 @@ def test_sample_03_checked_footer_all_metrics() -> None:
 
 
 def test_sample_05_2019_perf_score_spelling() -> None:
-    methods = ja.parse_dasm_text((DASM / "05_x64_optimized_checked_2019_perfscore_unix.dasm").read_bytes())
+    methods = scan.parse_dasm_text((DASM / "05_x64_optimized_checked_2019_perfscore_unix.dasm").read_bytes())
     m = methods["Bench`1:ReverseVectorized():this"]
     assert list(methods) == ["Bench`1:ReverseVectorized():this"]
     assert (m.code_size, m.prolog_size, m.perf_score, m.instr_count, m.alloc_size) == (43, 5, 12.05, 0, 0)
 
 
 def test_sample_06_legacy_footer_code_and_prolog_only() -> None:
-    methods = ja.parse_dasm_text((DASM / "06_x64_optimized_checked_2018_legacy.dasm").read_bytes())
+    methods = scan.parse_dasm_text((DASM / "06_x64_optimized_checked_2018_legacy.dasm").read_bytes())
     assert {n: (m.code_size, m.prolog_size, m.perf_score, m.instr_count, m.alloc_size) for n, m in methods.items()} == {
         "Program:Do(struct,ushort)": (59, 4, 0.0, 0, 0),
         "ValueStringBuilder:GrowAndAppend(ushort):this": (95, 9, 0.0, 0, 0),
@@ -151,9 +152,9 @@ def test_sample_06_legacy_footer_code_and_prolog_only() -> None:
 ])
 def test_release_samples_are_release_listings_not_zero_byte_methods(sample: str, listings: int) -> None:
     text = (DASM / sample).read_bytes()
-    parsed = ja.parse_dasm(text)
+    parsed = scan.parse_dasm(text)
     assert parsed.methods == {} and parsed.release_listings == listings
-    raw = ja.parse_dasm(text, raw=True).methods  # what jit-analyze itself sees: 0 bytes under ""
+    raw = scan.parse_dasm(text, raw=True).methods  # what jit-analyze itself sees: 0 bytes under ""
     assert raw[""].code_size == 0 and all(m.code_size == 0 for m in raw.values())
 
 
@@ -163,12 +164,12 @@ def test_scanner_matches_line_by_line_rules(sample: str) -> None:
         text = ("\ufeff" if sample == "edge-bom" else "") + EDGE_LISTING
     else:
         text = (DASM / sample).read_bytes().decode("utf-8")
-    got = {n: as_tuple(m) for n, m in ja.parse_dasm(text, raw=True).methods.items()}
+    got = {n: as_tuple(m) for n, m in scan.parse_dasm(text, raw=True).methods.items()}
     assert got == reference_groups(text)
 
 
 def test_edge_listing_details() -> None:
-    raw = ja.parse_dasm(EDGE_LISTING, raw=True).methods
+    raw = scan.parse_dasm(EDGE_LISTING, raw=True).methods
     a = raw["A:M() (Tier1)"]
     assert (a.code_size, a.perf_score, a.spill_count, a.spill_weight, a.debug_clause_count, a.debug_var_count) == (
         20, 6.75, 2, 1.5, 3, 2)
@@ -182,15 +183,15 @@ def test_large_files_are_streamed_with_same_results(tmp_path: Path, monkeypatch:
     body = "".join(checked_listing(f"N:M{i}() (Tier1)", 100 + i) for i in range(60))
     write_tree(tmp_path / "base", {"a.dasm": body, "b.dasm": body})
     write_tree(tmp_path / "diff", {"a.dasm": body.replace("code 130,", "code 131,"), "b.dasm": body})
-    expected = ja.analyze(tmp_path / "base", tmp_path / "diff")
-    monkeypatch.setattr(ja, "_WHOLE_FILE_LIMIT", 1000)
-    monkeypatch.setattr(ja, "_STREAM_CHUNK", 777)
-    monkeypatch.setattr(ja, "_READ_SIZE", 500)
+    expected = core.analyze(tmp_path / "base", tmp_path / "diff")
+    monkeypatch.setattr(core, "_WHOLE_FILE_LIMIT", 1000)
+    monkeypatch.setattr(core, "_STREAM_CHUNK", 777)
+    monkeypatch.setattr(core, "_READ_SIZE", 500)
     streams: List[int] = []
-    feed_stream = ja._Unit.feed_stream
-    monkeypatch.setattr(ja._Unit, "feed_stream",
+    feed_stream = scan._Unit.feed_stream
+    monkeypatch.setattr(scan._Unit, "feed_stream",
                         lambda unit, *args: streams.append(1) or feed_stream(unit, *args))
-    streamed = ja.analyze(tmp_path / "base", tmp_path / "diff")
+    streamed = core.analyze(tmp_path / "base", tmp_path / "diff")
     assert streams, "no file was read in chunks"
     assert streamed == expected
     assert streamed.text_diff_files == 1 and streamed.summaries["CodeSize"].delta_total == 1
@@ -203,11 +204,11 @@ def test_identical_files_are_parsed_once_with_the_same_results(tmp_path: Path,
              "b.dasm": release + checked_listing("C:c()", 3), "c.dasm": checked_listing("D:d()", 5)}
     base = write_tree(tmp_path / "base", files)
     feeds: List[int] = []
-    feed = ja._Unit.feed
-    monkeypatch.setattr(ja._Unit, "feed", lambda unit, data, starts: feeds.append(1) or feed(unit, data, starts))
-    same = ja.analyze(base, write_tree(tmp_path / "same", files))
+    feed = scan._Unit.feed
+    monkeypatch.setattr(scan._Unit, "feed", lambda unit, data, starts: feeds.append(1) or feed(unit, data, starts))
+    same = core.analyze(base, write_tree(tmp_path / "same", files))
     assert len(feeds) == 3 and same.text_diff_files == 0
-    touched = ja.analyze(base, write_tree(tmp_path / "touched", {k: v + "\n" for k, v in files.items()}))
+    touched = core.analyze(base, write_tree(tmp_path / "touched", {k: v + "\n" for k, v in files.items()}))
     assert len(feeds) == 3 + 6 and touched.text_diff_files == 3  # other bytes, the same listings
     touched.text_diff_files = 0
     assert same == touched
@@ -217,7 +218,7 @@ def test_identical_files_are_parsed_once_with_the_same_results(tmp_path: Path,
 
 
 def test_round_trip_doubles() -> None:
-    f = ja.format_round_trip
+    f = render.format_round_trip
     assert f(86033549.0) == "86033549" and f(-210.0) == "-210"
     assert f(3134.4100000000003) == "3134.4100000000003" and f(2769.83) == "2769.83"
     assert f(1e15) == "1E+15" and f(1234567890123456.0) == "1234567890123456"
@@ -225,22 +226,22 @@ def test_round_trip_doubles() -> None:
 
 
 def test_percentages_and_two_decimals() -> None:
-    assert ja.format_percent_invariant(-210 / 86033549) == "-0.00 %"
-    assert ja.format_percent_invariant(-364.58 / 3134.41) == "-11.63 %"
-    assert ja.format_percent_current(-81 / 310) == "-26.13%"
-    assert ja.format_percent_current(19.0) == "1,900.00%" and ja.format_percent_invariant(19.0) == "1,900.00 %"
-    assert "{:>6}".format(ja.format_percent_current(0.007)) == " 0.70%"
+    assert render.format_percent_invariant(-210 / 86033549) == "-0.00 %"
+    assert render.format_percent_invariant(-364.58 / 3134.41) == "-11.63 %"
+    assert render.format_percent_current(-81 / 310) == "-26.13%"
+    assert render.format_percent_current(19.0) == "1,900.00%" and render.format_percent_invariant(19.0) == "1,900.00 %"
+    assert "{:>6}".format(render.format_percent_current(0.007)) == " 0.70%"
     # half away from zero on the exact value: 1/32 = 3.125 % exactly; 2.675 is below 2.675
-    assert ja.format_percent_current(1 / 32) == "3.13%" and ja.format_percent_current(-1 / 32) == "-3.13%"
-    assert ja.format_fixed2(0.125) == "0.13" and ja.format_fixed2(2.675) == "2.67"
-    assert ja.format_fixed2(-364.5800000000004) == "-364.58" and ja.format_fixed2(-0.001) == "-0.00"
-    assert ja.format_percent_current(float("inf")) == "\u221e"
-    assert ja.format_percent_invariant(float("inf")) == "Infinity"
+    assert render.format_percent_current(1 / 32) == "3.13%" and render.format_percent_current(-1 / 32) == "-3.13%"
+    assert render.format_fixed2(0.125) == "0.13" and render.format_fixed2(2.675) == "2.67"
+    assert render.format_fixed2(-364.5800000000004) == "-364.58" and render.format_fixed2(-0.001) == "-0.00"
+    assert render.format_percent_current(float("inf")) == "\u221e"
+    assert render.format_percent_invariant(float("inf")) == "Infinity"
 
 
 def test_collation_puts_punctuation_before_letters_and_lower_case_first() -> None:
     names = ["F(Formatter`1[Byte])", "F(Formatter`1[__Canon])", "a", "B", "b", "A", "1"]
-    assert sorted(names, key=ja.collation_key) == ["1", "a", "A", "b", "B", "F(Formatter`1[__Canon])",
+    assert sorted(names, key=compare.collation_key) == ["1", "a", "A", "b", "B", "F(Formatter`1[__Canon])",
                                                    "F(Formatter`1[Byte])"]
 
 
@@ -336,12 +337,12 @@ def test_reconciliation_and_method_lists(tmp_path: Path) -> None:
          "2.dasm": checked_listing("B:b()", 50), "3.dasm": checked_listing("C:c()", 10)},
         {"1.dasm": checked_listing("A:a()", 90) + checked_listing("A:new()", 12),
          "2.dasm": checked_listing("B:b()", 60), "3.dasm": checked_listing("C:c()", 10)})
-    result = ja.analyze(base, diff, ja.AnalyzeOptions(metrics=["CodeSize"]))
+    result = core.analyze(base, diff, compare.AnalyzeOptions(metrics=["CodeSize"]))
     s = result.summaries["CodeSize"]
     assert (s.base_total, s.diff_total, s.delta_total) == (190, 172, -18)
     assert (s.files_improved, s.files_regressed, s.files_unchanged) == (1, 1, 1)
     assert (s.methods_improved, s.methods_regressed, s.paired_methods, s.unchanged_methods) == (2, 2, 3, -1)
-    text = ja.render_text(result, "CodeSize")
+    text = render.render_text(result, "CodeSize")
     assert ("\nTotal byte diff includes -18 bytes from reconciling methods\n"
             "\tBase had    1 unique methods,       30 unique bytes\n"
             "\tDiff had    1 unique methods,       12 unique bytes\n") in text
@@ -358,25 +359,25 @@ def test_reconciliation_and_method_lists(tmp_path: Path) -> None:
     assert text.endswith("4 total methods with Code Size differences (2 improved, 2 regressed), -1 unchanged.\n"
                          + "-" * 80 + "\n")
 
-    no_rec = ja.analyze(base, diff, ja.AnalyzeOptions(reconcile=False))
+    no_rec = core.analyze(base, diff, compare.AnalyzeOptions(reconcile=False))
     s = no_rec.summaries["CodeSize"]
     assert (s.base_total, s.diff_total, s.changed_methods) == (160, 160, 2)
-    assert "reconciling" not in ja.render_text(no_rec, "CodeSize")
+    assert "reconciling" not in render.render_text(no_rec, "CodeSize")
 
 
 def test_options_shape_the_text(tmp_path: Path) -> None:
     base, diff = build_pair(tmp_path, {"a.dasm": checked_listing("A:a()", 100), "b.dasm": checked_listing("B:b()", 7)},
                             {"a.dasm": checked_listing("A:a()", 99), "b.dasm": checked_listing("B:b()", 7)})
-    opts = ja.AnalyzeOptions(note="my note", file_filter="a*", count=0, is_diffs_only=True)
-    text = ja.render_text(ja.analyze(base, diff, opts), "CodeSize")
+    opts = compare.AnalyzeOptions(note="my note", file_filter="a*", count=0, is_diffs_only=True)
+    text = render.render_text(core.analyze(base, diff, opts), "CodeSize")
     assert text == ("\nmy note\n\nSummary of Code Size diffs: (using filter 'a*')\n(Lower is better)\n\n"
                     "Total bytes of base: 100\nTotal bytes of diff: 99\nTotal bytes of delta: -1 (-1.00 % of base)\n"
                     "Total relative delta: -0.01\n    diff is an improvement.\n    relative diff is an improvement.\n\n"
                     + "-" * 80 + "\n")
-    diffs_only = ja.render_text(ja.analyze(base, diff, ja.AnalyzeOptions(is_diffs_only=True)), "CodeSize")
+    diffs_only = render.render_text(core.analyze(base, diff, compare.AnalyzeOptions(is_diffs_only=True)), "CodeSize")
     assert diffs_only.endswith("\n1 total methods with Code Size differences (1 improved, 0 regressed).\n"
                                + "-" * 80 + "\n")
-    subset = ja.render_text(ja.analyze(base, diff, ja.AnalyzeOptions(is_subset_of_diffs=True)), "CodeSize")
+    subset = render.render_text(core.analyze(base, diff, compare.AnalyzeOptions(is_subset_of_diffs=True)), "CodeSize")
     assert "total methods" not in subset and "1 total files with Code Size differences" in subset
 
 
@@ -385,7 +386,7 @@ def test_top_lists_keep_only_count_entries_in_exact_order(tmp_path: Path) -> Non
     base = "".join(checked_listing(f"T:m{i:03}()", 1000) for i in range(n))
     diff = "".join(checked_listing(f"T:m{i:03}()", 1000 + ((i * 37) % 50) - 25) for i in range(n))
     b, d = build_pair(tmp_path, {"x.dasm": base}, {"x.dasm": diff})
-    s = ja.analyze(b, d, ja.AnalyzeOptions(count=5)).summaries["CodeSize"]
+    s = core.analyze(b, d, compare.AnalyzeOptions(count=5)).summaries["CodeSize"]
     deltas = [((i * 37) % 50) - 25 for i in range(n)]
     expected_reg = sorted((i for i in range(n) if deltas[i] > 0), key=lambda i: (-deltas[i], i))[:5]
     expected_imp = sorted((i for i in range(n) if deltas[i] < 0), key=lambda i: (deltas[i], i))[:5]
@@ -443,10 +444,10 @@ def test_recursive_keys_and_single_files(tmp_path: Path) -> None:
     base, diff = build_pair(
         tmp_path, {"sub/a.dasm": checked_listing("A:a()", 10), "b.dasm": checked_listing("B:b()", 1)},
         {"sub/a.dasm": checked_listing("A:a()", 12), "b.dasm": checked_listing("B:b()", 1)})
-    assert ja.analyze(base, diff).paired_files == 1
-    s = ja.analyze(base, diff, ja.AnalyzeOptions(recursive=True)).summaries["CodeSize"]
+    assert core.analyze(base, diff).paired_files == 1
+    s = core.analyze(base, diff, compare.AnalyzeOptions(recursive=True)).summaries["CodeSize"]
     assert s.top_file_regressions[0].diff_key == os.path.join("sub", "a.dasm")
-    single = ja.analyze(base / "sub" / "a.dasm", diff / "b.dasm")  # one pair, whatever the names
+    single = core.analyze(base / "sub" / "a.dasm", diff / "b.dasm")  # one pair, whatever the names
     s = single.summaries["CodeSize"]
     assert [(m.file_key, m.name, m.delta) for m in s.top_method_improvements] == [("a.dasm", "A:a()", -10)]
     assert [(f.base_key, f.diff_key, f.delta) for f in s.top_file_improvements] == [("a.dasm", "b.dasm", -9)]

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
-
-import baseline
-import jitrollingbuild as jrb
-import platforms
 from gitrepos import make_runtime_repos
-from jitutil import SuiteError
+
+import jitrollingbuild as jrb
+from spmi.base import platforms
+from spmi.base.errors import SuiteError
+from spmi.sources import baseline
 
 SCRIPT = Path(__file__).resolve().parent.parent / "jitrollingbuild.py"
 CONTAINER = "jitrollingbuild"

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
-
-import mch_commands
 from azurite import ACCOUNT_KEY, closed_port_url
+
+from spmi.commands import mch_commands
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GUID = "11112222-3333-4444-5555-666677778888"

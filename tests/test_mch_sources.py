@@ -3,21 +3,20 @@ from __future__ import annotations
 
 import argparse
 import io
-import logging
 import os
 import struct
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import List, Optional
+from typing import List
 
 import pytest
-
-import mch_sources
-import spmi_config
 from azurite import closed_port_url
-from jitutil import SuiteError
+
+from spmi.base import config
+from spmi.base.errors import SuiteError
+from spmi.sources import mch_sources
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,8 +33,8 @@ def write_mch(path: Path, records: int = 2) -> Path:
     return path
 
 
-def make_settings(spmi_location: Path, target_os: str = "linux", mch_arch: str = "x64") -> spmi_config.Settings:
-    return spmi_config.Settings(host_os="linux", arch="x64", target_os=target_os, target_arch=mch_arch,
+def make_settings(spmi_location: Path, target_os: str = "linux", mch_arch: str = "x64") -> config.Settings:
+    return config.Settings(host_os="linux", arch="x64", target_os=target_os, target_arch=mch_arch,
                                 mch_arch=mch_arch, build_type="Checked", repo_root=None, core_root=None,
                                 product_dir=None, spmi_location=spmi_location)
 
@@ -275,7 +274,7 @@ def test_two_processes_share_one_download(storage_account, fault_proxy, tmp_path
 import sys, logging
 sys.path[:0] = [{str(REPO_ROOT)!r}, {str(REPO_ROOT / 'tests')!r}]
 from pathlib import Path
-import mch_sources
+from spmi.sources import mch_sources
 from test_mch_sources import make_settings, parse
 logging.getLogger("superpmi").addHandler(logging.StreamHandler(sys.stdout))
 logging.getLogger("superpmi").setLevel(logging.INFO)

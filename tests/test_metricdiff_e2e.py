@@ -12,9 +12,9 @@ from typing import Dict, List, Optional
 
 import pytest
 
-import details
-import metricdiff
-from jitutil import SuiteError
+from spmi.base.errors import SuiteError
+from spmi.commands import metricdiff
+from spmi.formats import details
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RED = '<span style="color:red">'

@@ -11,14 +11,15 @@ from typing import List, Optional, Sequence, Tuple
 
 import pytest
 
-import details
-import metricdiff
-import metricdiff_model as model
-import metricdiff_report as report
-import pintools
-import summarize_cmd
-from jitutil import SuiteError
-from superpmi_tool import JitPairOptions, RunOptions
+from spmi.base.errors import SuiteError
+from spmi.commands import metricdiff, summarize
+from spmi.formats import details
+from spmi.reports import metric_markdown as report
+from spmi.reports import metric_model as model
+from spmi.steps import outputs
+from spmi.storage import archives
+from spmi.tools import pintools
+from spmi.tools.superpmi_tool import JitPairOptions, RunOptions
 
 RED = '<span style="color:red">'
 GREEN = '<span style="color:green">'
@@ -293,20 +294,20 @@ def test_merge_rejects_mixed_kinds_and_bad_documents():
     with pytest.raises(ValueError):
         model.run_from_json({"version": 99})
     with pytest.raises(SuiteError, match="is a tpdiff summary, not memdiff"):
-        summarize_cmd.merge_metric_summaries("memdiff", [(Path("x.json"), model.run_to_json(tp_run([])))])
+        summarize.merge_metric_summaries("memdiff", [(Path("x.json"), model.run_to_json(tp_run([])))])
 
 
 def test_short_summary_path_next_to_long():
-    assert summarize_cmd.short_path_for(Path("/x/tpdiff_summary.md")) == Path("/x/tpdiff_short_summary.md")
-    assert summarize_cmd.short_path_for(Path("/x/memdiff_summary.3.md")) == Path("/x/memdiff_short_summary.3.md")
-    assert summarize_cmd.short_path_for(Path("/x/out.md")) == Path("/x/out_short.md")
+    assert summarize.short_path_for(Path("/x/tpdiff_summary.md")) == Path("/x/tpdiff_short_summary.md")
+    assert summarize.short_path_for(Path("/x/memdiff_summary.3.md")) == Path("/x/memdiff_short_summary.3.md")
+    assert summarize.short_path_for(Path("/x/out.md")) == Path("/x/out_short.md")
 
 
 def test_summary_paths_share_the_unique_index(tmp_path):
     (tmp_path / "tpdiff_summary.md").write_text("x")
-    assert metricdiff.summary_paths(tmp_path, "tpdiff", False) == \
+    assert outputs.summary_paths(tmp_path, "tpdiff", False) == \
         (tmp_path / "tpdiff_summary.1.md", tmp_path / "tpdiff_short_summary.1.md")
-    assert metricdiff.summary_paths(tmp_path, "tpdiff", True) == (tmp_path / "tpdiff_summary.json", None)
+    assert outputs.summary_paths(tmp_path, "tpdiff", True) == (tmp_path / "tpdiff_summary.json", None)
 
 
 # ---------------------------------------------------------------- command pieces
@@ -402,14 +403,14 @@ def _tar(path: Path, members: Sequence[Tuple[str, str]]) -> Path:
 def test_unsafe_pin_archives_are_refused(tmp_path, members, reason):
     archive = _tar(tmp_path / "linux.tar.gz", members)
     with pytest.raises(SuiteError, match=reason):
-        pintools.extract_tar(archive, tmp_path / "out")
+        archives.extract_tar(archive, tmp_path / "out")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
 def test_pin_archive_extraction_keeps_exec_bits_and_finds_root(tmp_path):
     archive = _tar(tmp_path / "linux.tar.gz", [("linux/pin", "file"),
                                                 ("linux/clrjit_inscount_x64/libclrjit_inscount.so", "file")])
-    pintools.extract_tar(archive, tmp_path / "out")
+    archives.extract_tar(archive, tmp_path / "out")
     root = pintools.package_root(tmp_path / "out", "linux")
     assert root == tmp_path / "out" / "linux"
     assert (root / "pin").stat().st_mode & 0o100

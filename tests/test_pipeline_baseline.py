@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-
-import asmdiffs_pipeline as pipeline
-import baseline
 from gitrepos import make_runtime_repos
+
+from spmi.pipeline import common as pipeline
+from spmi.sources import baseline
 
 REPO = Path(__file__).resolve().parent.parent
 HOST_OS = "windows" if sys.platform.startswith("win") else ("osx" if sys.platform == "darwin" else "linux")

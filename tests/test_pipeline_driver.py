@@ -15,12 +15,11 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List
 
-
-import asmdiffs_pipeline as pipeline
 import superpmi_asmdiffs as driver
+from spmi.pipeline import common as pipeline
 
 REPO = Path(__file__).resolve().parent.parent
-DRIVER_MODULES = ("superpmi_asmdiffs.py", "asmdiffs_pipeline.py", "jitutil.py", "platforms.py", "spmi_config.py")
+DRIVER_SCRIPTS = ("superpmi_asmdiffs.py",)
 
 FAKE_SUPERPMI = r'''
 import json, os, sys
@@ -68,8 +67,9 @@ sys.exit(9)
 def make_payload(root: Path, host_os: str = "linux") -> Path:
     payload = root / "payload"
     payload.mkdir(parents=True)
-    for name in DRIVER_MODULES:
+    for name in DRIVER_SCRIPTS:
         shutil.copy2(REPO / name, payload / name)
+    shutil.copytree(REPO / "spmi", payload / "spmi", ignore=shutil.ignore_patterns("__pycache__"))
     (payload / "superpmi.py").write_text(FAKE_SUPERPMI)
     for side in ("base", "diff"):
         for flavour in ("checked", "release"):

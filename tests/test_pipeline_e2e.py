@@ -26,8 +26,8 @@ from typing import Dict, List
 
 import pytest
 
-import asmdiffs_pipeline as pipeline
 import superpmi_asmdiffs_setup as setup
+from spmi.pipeline import common as pipeline
 
 REPO = Path(__file__).resolve().parent.parent
 BASELINE_HASH = "0123456789abcdef0123456789abcdef01234567"
@@ -309,13 +309,13 @@ def test_work_item_needing_a_file_outside_the_payload_fails(runs, tmp_path: Path
     run = runs["x86"]
     broken = tmp_path / "payload"
     shutil.copytree(run.payload, broken, symlinks=True)
-    (broken / "jitutil.py").unlink()
+    (broken / "spmi" / "base" / "runner.py").unlink()
     item = setup.plan_work_items(HOST_OS, "x86", "asmdiffs")[0]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     result = setup.run_work_item_locally(item, broken, tmp_path / "items", sys.executable, "id", env)
     console = (result.directory / "console.log").read_text()
     assert result.exit_code != 0
-    assert "No module named 'jitutil'" in console
+    assert "No module named 'spmi.base.runner'" in console
     assert result.missing_results  # nothing was produced
 
 

@@ -10,9 +10,9 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-import asmdiffs_pipeline as pipeline
-import pintools
-import platforms
+from spmi.base import platforms
+from spmi.pipeline import common as pipeline
+from spmi.tools import pintools
 
 REPO = Path(__file__).resolve().parent.parent
 HOST_OS = "windows" if sys.platform.startswith("win") else ("osx" if sys.platform == "darwin" else "linux")

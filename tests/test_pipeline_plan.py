@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import asmdiffs_pipeline as pipeline
 import superpmi_asmdiffs_setup as setup
-from jitutil import SuiteError
+from spmi.base.errors import SuiteError
+from spmi.pipeline import common as pipeline
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -144,7 +144,7 @@ def test_proj_has_one_work_item_per_partition() -> None:
 def test_payload_needs_and_missing_description(tmp_path: Path) -> None:
     items = setup.plan_work_items("linux", "x86", "asmdiffs")
     types = pipeline.expand_types("asmdiffs")
-    for name in ("superpmi_asmdiffs.py", "superpmi.py", "asmdiffs_pipeline.py", "superpmi", "mcs",
+    for name in ("superpmi_asmdiffs.py", "superpmi.py", "spmi/pipeline/common.py", "superpmi", "mcs",
                  "base/checked/libclrjit_win_x86_x86.so", "diff/checked/libclrjit_win_x86_x86.so",
                  "diff/checked/libclrjit_universal_arm_x86.so"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

@@ -7,13 +7,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-
-
-import asmdiffs_pipeline as pipeline
-import pipeline_markdown as md
 import superpmi_asmdiffs_summarize as summarize
-from asmdiffs_model import (Aggregate, AsmDiffsSummary, AssertGroup, AssertInstance, CollectionAggregates,
-                            CollectionReport, DiffListStats, ExampleDiff, ReplayStatus)
+from spmi.pipeline import common as pipeline
+from spmi.reports import pipeline_markdown as md
+from spmi.reports.asm_model import (
+    Aggregate,
+    AsmDiffsSummary,
+    AssertGroup,
+    AssertInstance,
+    CollectionAggregates,
+    CollectionReport,
+    DiffListStats,
+    ExampleDiff,
+    ReplayStatus,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 MIB = 1024 * 1024

@@ -12,9 +12,9 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
-import asmdiffs_pipeline as pipeline  # noqa: E402
 import superpmi_asmdiffs as driver  # noqa: E402
 import superpmi_asmdiffs_setup as setup  # noqa: E402
+from spmi.pipeline import common as pipeline
 
 REPO = Path(__file__).resolve().parent.parent
 AZDO = REPO / "eng" / "pipelines" / "superpmi-asmdiffs.yml"

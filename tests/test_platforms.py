@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-import platforms as p
+from spmi.base import platforms as p
 
 
 @pytest.mark.parametrize("sys_platform,expected", [

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import List, Tuple
 
 import pytest
+from e2e_support import assert_fails_in_one_line, collection, interrupt_once_replaying
 
 import superpmi
-from e2e_support import assert_fails_in_one_line, collection, interrupt_once_replaying
 
 REPO = Path(__file__).resolve().parent.parent
 

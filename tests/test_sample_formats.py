@@ -7,18 +7,18 @@ import re
 import struct
 
 import pytest
-
 from sample_support import BUILD_STRING_PATTERN
+
 from sample import mchfile
 from sample.collection import generate_contexts
 from sample.context import decode_context, encode_context
 from sample.jitfile import JitSpec, encode_jit, jit_file_name
 from sample.listing import DisplayOptions, layout_groups, render_listing
-from sample.model import Knobs, METRIC_NAMES, metric_dict, metrics, plan_code, variant_change
+from sample.model import METRIC_NAMES, Knobs, metric_dict, metrics, plan_code, variant_change
 from sample.superpmi_args import UsageError, match_switch, parse_compile_list
 
-
 # ---------------------------------------------------------------- framing, TOC, .mcl
+
 
 def test_record_framing_is_mc_length_payload_42():
     record = mchfile.encode_record(b"abc")

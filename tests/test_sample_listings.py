@@ -4,7 +4,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from sample_support import clean_env, csv_rows, generator, run
 
 FOOTER = re.compile(r"^; Total bytes of code (\d+), prolog size \d+, PerfScore ([0-9.]+), instruction count \d+, "

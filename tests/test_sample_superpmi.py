@@ -6,7 +6,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from sample_support import ASSERT_PATTERN, clean_env, csv_rows, generator, run
 
 DIFF_HEADER_START = ("Context,Context size,Method full name,Tier name,Base result,Diff result,MinOpts,Has diff,"

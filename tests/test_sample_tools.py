@@ -10,8 +10,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from sample_support import BUILD_STRING_PATTERN, REPO, clean_env, csv_rows, generator, run
+
 from sample import mchfile
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import io
 import logging
 import os
-import stat
 import subprocess
 import sys
 import zipfile
@@ -12,11 +11,12 @@ from pathlib import Path
 from typing import Dict
 
 import pytest
-
-import storage
 from azurite import ACCOUNT_KEY, closed_port_url
 
-FAST_RETRY = storage.RetryPolicy(attempts=4, first_delay=0.05, max_delay=0.2)
+from spmi.base import redaction
+from spmi.storage import archives, blobs, downloads, uploads
+
+FAST_RETRY = blobs.RetryPolicy(attempts=4, first_delay=0.05, max_delay=0.2)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -39,19 +39,19 @@ def test_redact_removes_keys_signatures_and_registered_secrets():
     text = ("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=abc/def+ghi==;EndpointSuffix=x "
             "https://a.blob.core.windows.net/c/b?sv=2020&sig=ABC%2Bdef%3D&se=1 "
             "Authorization: SharedKey a:c2lnbmF0dXJl Bearer eyJ0eXAi.abc.def")
-    cleaned = storage.redact(text)
+    cleaned = redaction.redact(text)
     for secret in ("abc/def+ghi==", "ABC%2Bdef%3D", "c2lnbmF0dXJl", "eyJ0eXAi"):
         assert secret not in cleaned
     assert "AccountKey=***" in cleaned and "sig=***" in cleaned and "AccountName=a" in cleaned
-    storage.register_secret("hunter2-very-secret")
-    assert storage.redact("oops hunter2-very-secret leaked") == "oops *** leaked"
+    redaction.register_secret("hunter2-very-secret")
+    assert redaction.redact("oops hunter2-very-secret leaked") == "oops *** leaked"
 
 
 def test_redaction_is_case_insensitive_also_beyond_ascii_and_leaves_plain_output_alone():
-    assert storage.redact("x?SIG=abc&y=1 AUTHORIZATION: bearer tok.en") == "x?SIG=***&y=1 AUTHORIZATION: bearer ***"
-    assert storage.redact("caf\u00e9 \u017fig=abc") == "caf\u00e9 \u017fig=***"  # long s matches s, like the re module
+    assert redaction.redact("x?SIG=abc&y=1 AUTHORIZATION: bearer tok.en") == "x?SIG=***&y=1 AUTHORIZATION: bearer ***"
+    assert redaction.redact("caf\u00e9 \u017fig=abc") == "caf\u00e9 \u017fig=***"  # long s matches s, like the re module
     output = "ISSUE: <ASM_DIFF> main method 19 of size 27 differs\n" * 2000
-    assert storage.redact(output) == output
+    assert redaction.redact(output) == output
 
 
 def test_log_records_and_tracebacks_are_redacted(captured_log):
@@ -68,26 +68,26 @@ def test_log_records_and_tracebacks_are_redacted(captured_log):
 
 def test_account_url_resolution():
     env = {"SUPERPMI_STORAGE_URL": "http://env:1/acct/"}
-    assert storage.resolve_account_url("http://flag:2/x/", env) == "http://flag:2/x"
-    assert storage.resolve_account_url(None, env) == "http://env:1/acct"
-    assert storage.resolve_account_url(None, {}) == storage.DEFAULT_ACCOUNT_URL
+    assert blobs.resolve_account_url("http://flag:2/x/", env) == "http://flag:2/x"
+    assert blobs.resolve_account_url(None, env) == "http://env:1/acct"
+    assert blobs.resolve_account_url(None, {}) == blobs.DEFAULT_ACCOUNT_URL
     conn = {"AZURE_STORAGE_CONNECTION_STRING": "AccountName=a;AccountKey=k;BlobEndpoint=http://127.0.0.1:9/a;"}
-    assert storage.resolve_account_url(None, conn) == storage.DEFAULT_ACCOUNT_URL
-    assert storage.resolve_account_url(None, conn, authenticated=True) == "http://127.0.0.1:9/a"
-    assert storage.connection_string_endpoint("UseDevelopmentStorage=true") == storage.DEVELOPMENT_STORAGE_URL
-    assert storage.connection_string_endpoint("AccountName=acc;AccountKey=k") == "https://acc.blob.core.windows.net"
-    with pytest.raises(storage.SuiteError, match="-storage_url 'ftp://x' is not an http"):
-        storage.resolve_account_url("ftp://x", {})
+    assert blobs.resolve_account_url(None, conn) == blobs.DEFAULT_ACCOUNT_URL
+    assert blobs.resolve_account_url(None, conn, authenticated=True) == "http://127.0.0.1:9/a"
+    assert blobs.connection_string_endpoint("UseDevelopmentStorage=true") == blobs.DEVELOPMENT_STORAGE_URL
+    assert blobs.connection_string_endpoint("AccountName=acc;AccountKey=k") == "https://acc.blob.core.windows.net"
+    with pytest.raises(blobs.SuiteError, match="-storage_url 'ftp://x' is not an http"):
+        blobs.resolve_account_url("ftp://x", {})
 
 
 def test_account_names():
-    assert storage.account_name_from_url("https://clrjit2.blob.core.windows.net") == "clrjit2"
-    assert storage.account_name_from_url("http://127.0.0.1:10000/devstoreaccount1") == "devstoreaccount1"
+    assert blobs.account_name_from_url("https://clrjit2.blob.core.windows.net") == "clrjit2"
+    assert blobs.account_name_from_url("http://127.0.0.1:10000/devstoreaccount1") == "devstoreaccount1"
 
 
 def test_blob_and_listing_urls_are_encoded():
-    assert storage.blob_url("c", "a b/c+d#.zip", "http://h/acct/") == "http://h/acct/c/a%20b/c%2Bd%23.zip"
-    url = storage.listing_url("http://h/a", "c", "collections/", marker="2!88!MDAw+/=", max_results=3)
+    assert blobs.blob_url("c", "a b/c+d#.zip", "http://h/acct/") == "http://h/acct/c/a%20b/c%2Bd%23.zip"
+    url = blobs.listing_url("http://h/a", "c", "collections/", marker="2!88!MDAw+/=", max_results=3)
     assert url == ("http://h/a/c?restype=container&comp=list&prefix=collections%2F"
                    "&marker=2%2188%21MDAw%2B%2F%3D&maxresults=3")
 
@@ -96,9 +96,9 @@ def test_listing_page_parsing():
     xml = (b'<?xml version="1.0" encoding="utf-8"?><EnumerationResults ContainerName="c">'
            b"<Blobs><Blob><Name>a/b.zip</Name><Url>http://x/a/b.zip</Url></Blob>"
            b"<Blob><Name>a &amp; c</Name></Blob></Blobs><NextMarker>m1</NextMarker></EnumerationResults>")
-    assert storage.parse_listing_page(xml) == (["a/b.zip", "a & c"], "m1")
+    assert blobs.parse_listing_page(xml) == (["a/b.zip", "a & c"], "m1")
     last = b"<EnumerationResults><Blobs /><NextMarker /></EnumerationResults>"
-    assert storage.parse_listing_page(last) == ([], None)
+    assert blobs.parse_listing_page(last) == ([], None)
 
 
 @pytest.mark.parametrize("name, mode, reason", [
@@ -113,14 +113,14 @@ def test_listing_page_parsing():
 def test_unsafe_zip_entries(name, mode, reason):
     info = zipfile.ZipInfo(name)
     info.external_attr = mode << 16
-    found = storage.unsafe_zip_entry_reason(info)
+    found = archives.unsafe_zip_entry_reason(info)
     assert (found is None) if reason is None else (reason in found)
 
 
 def test_download_item_names():
-    item = storage.DownloadItem("http://h/a/c/x%20y.mch.zip?sv=1&sig=2", Path("."))
+    item = downloads.DownloadItem("http://h/a/c/x%20y.mch.zip?sv=1&sig=2", Path("."))
     assert item.name == "x y.mch.zip" and item.should_extract
-    assert not storage.DownloadItem("http://h/a/c/x.mch", Path(".")).should_extract
+    assert not downloads.DownloadItem("http://h/a/c/x.mch", Path(".")).should_extract
 
 
 # ---------------------------------------------------------------- listing
@@ -130,17 +130,17 @@ def test_listing_follows_every_page(storage_account, fault_proxy):
     for name in names:
         storage_account.upload("superpmi", name, b"z")
     storage_account.upload("superpmi", "other/ignored.zip", b"z")
-    listed = storage.list_blobs("superpmi", "collections/", fault_proxy.account_url, max_results=3)
+    listed = blobs.list_blobs("superpmi", "collections/", fault_proxy.account_url, max_results=3)
     assert sorted(listed) == sorted(names)
     assert fault_proxy.count("GET", "comp=list") == 3
 
 
 def test_listing_failure_names_the_url(storage_account):
-    with pytest.raises(storage.StorageError, match=r"listing http://.*/nosuchcontainer\?restype=container.*HTTP 40[34]"):
-        storage.list_blobs("nosuchcontainer", "x/", storage_account.account_url)
+    with pytest.raises(blobs.StorageError, match=r"listing http://.*/nosuchcontainer\?restype=container.*HTTP 40[34]"):
+        blobs.list_blobs("nosuchcontainer", "x/", storage_account.account_url)
     closed = closed_port_url()
-    with pytest.raises(storage.StorageError, match=f"Listing failed after 2 attempts .*{closed}/superpmi"):
-        storage.list_blobs("superpmi", "", closed, retry=storage.RetryPolicy(2, 0.01))
+    with pytest.raises(blobs.StorageError, match=f"Listing failed after 2 attempts .*{closed}/superpmi"):
+        blobs.list_blobs("superpmi", "", closed, retry=blobs.RetryPolicy(2, 0.01))
 
 
 # ---------------------------------------------------------------- downloads
@@ -149,8 +149,8 @@ def test_download_and_extract(storage_account, tmp_path):
     data = b"mc" + pattern_bytes(50_000)
     url = storage_account.upload("superpmi", "collections/g/linux/x64/a.mch.zip", make_zip({"a.mch": data}))
     plain = storage_account.upload("superpmi", "builds/h/linux/x64/Checked/libclrjit.so", b"jit")
-    results = storage.download_files([storage.DownloadItem(url, tmp_path),
-                                      storage.DownloadItem(plain, tmp_path / "jit")], retry=FAST_RETRY)
+    results = downloads.download_files([downloads.DownloadItem(url, tmp_path),
+                                      downloads.DownloadItem(plain, tmp_path / "jit")], retry=FAST_RETRY)
     assert results == [[tmp_path / "a.mch"], [tmp_path / "jit" / "libclrjit.so"]]
     assert (tmp_path / "a.mch").read_bytes() == data
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mch", "jit"], "no temp files left"
@@ -158,9 +158,9 @@ def test_download_and_extract(storage_account, tmp_path):
 
 def test_missing_blob_required_vs_optional(storage_account, tmp_path):
     url = storage_account.blob_url("superpmi", "collections/none.mch.mct.zip")
-    assert storage.download_files([storage.DownloadItem(url, tmp_path, optional=True)]) == [None]
-    with pytest.raises(storage.BlobNotFound, match="none.mch.mct.zip not found \\(HTTP 404\\)"):
-        storage.download_files([storage.DownloadItem(url, tmp_path)])
+    assert downloads.download_files([downloads.DownloadItem(url, tmp_path, optional=True)]) == [None]
+    with pytest.raises(blobs.BlobNotFound, match="none.mch.mct.zip not found \\(HTTP 404\\)"):
+        downloads.download_files([downloads.DownloadItem(url, tmp_path)])
     assert list(tmp_path.iterdir()) == []
 
 
@@ -169,7 +169,7 @@ def test_server_errors_are_retried(storage_account, fault_proxy, tmp_path):
     fault_proxy.fail_status(500, times=2, method="GET")
     fault_proxy.fail_status(503, times=1, method="HEAD")
     url = f"{fault_proxy.account_url}/superpmi/f/a.bin"
-    assert storage.download_files([storage.DownloadItem(url, tmp_path)], retry=FAST_RETRY) == [[tmp_path / "a.bin"]]
+    assert downloads.download_files([downloads.DownloadItem(url, tmp_path)], retry=FAST_RETRY) == [[tmp_path / "a.bin"]]
     assert (tmp_path / "a.bin").read_bytes() == b"hello"
     assert fault_proxy.count("GET") == 3 and fault_proxy.count("HEAD") == 2
 
@@ -177,8 +177,8 @@ def test_server_errors_are_retried(storage_account, fault_proxy, tmp_path):
 def test_forbidden_is_final(storage_account, fault_proxy, tmp_path):
     storage_account.upload("superpmi", "f/a.bin", b"hello")
     fault_proxy.fail_status(403, times=5, method="HEAD")
-    with pytest.raises(storage.AccessDenied, match="HTTP 403"):
-        storage.download_files([storage.DownloadItem(f"{fault_proxy.account_url}/superpmi/f/a.bin", tmp_path)],
+    with pytest.raises(blobs.AccessDenied, match="HTTP 403"):
+        downloads.download_files([downloads.DownloadItem(f"{fault_proxy.account_url}/superpmi/f/a.bin", tmp_path)],
                                retry=FAST_RETRY)
     assert fault_proxy.count("HEAD") == 1
 
@@ -188,7 +188,7 @@ def test_reset_mid_body_resumes_from_the_bytes_received(storage_account, fault_p
     storage_account.upload("superpmi", "f/big.bin", data)
     fault_proxy.reset_mid_body(after=1_000_000, times=1)
     url = f"{fault_proxy.account_url}/superpmi/f/big.bin"
-    storage.download_files([storage.DownloadItem(url, tmp_path)], retry=FAST_RETRY)
+    downloads.download_files([downloads.DownloadItem(url, tmp_path)], retry=FAST_RETRY)
     assert (tmp_path / "big.bin").read_bytes() == data
     first, second = fault_proxy.ranges("big.bin")
     assert first == "bytes=0-2999999"
@@ -202,12 +202,12 @@ def test_interrupted_download_resumes_in_a_later_run(storage_account, fault_prox
     url = f"{fault_proxy.account_url}/superpmi/f/big.bin"
     fault_proxy.reset_mid_body(after=800_000, times=1)
     fault_proxy.fail_status(500, times=10, method="GET")
-    with pytest.raises(storage.DownloadError, match="run again to resume"):
-        storage.download_files([storage.DownloadItem(url, tmp_path)], retry=storage.RetryPolicy(3, 0.01))
+    with pytest.raises(blobs.DownloadError, match="run again to resume"):
+        downloads.download_files([downloads.DownloadItem(url, tmp_path)], retry=blobs.RetryPolicy(3, 0.01))
     assert (tmp_path / "big.bin.part").is_file() and (tmp_path / "big.bin.part.json").is_file()
     assert not (tmp_path / "big.bin").exists()
     fault_proxy.clear()
-    storage.download_files([storage.DownloadItem(url, tmp_path)], retry=FAST_RETRY)
+    downloads.download_files([downloads.DownloadItem(url, tmp_path)], retry=FAST_RETRY)
     assert (tmp_path / "big.bin").read_bytes() == data
     assert not (tmp_path / "big.bin.part").exists() and not (tmp_path / "big.bin.part.json").exists()
     (resumed,) = fault_proxy.ranges("big.bin")
@@ -220,20 +220,20 @@ def test_short_body_is_retried_then_fails_clearly(storage_account, fault_proxy, 
     storage_account.upload("superpmi", "f/s.bin", data)
     url = f"{fault_proxy.account_url}/superpmi/f/s.bin"
     fault_proxy.short_body(missing=10, times=1)
-    storage.download_files([storage.DownloadItem(url, tmp_path)], retry=FAST_RETRY)
+    downloads.download_files([downloads.DownloadItem(url, tmp_path)], retry=FAST_RETRY)
     assert (tmp_path / "s.bin").read_bytes() == data
     (tmp_path / "s.bin").unlink()
     fault_proxy.short_body(missing=10, times=100)
-    with pytest.raises(storage.DownloadError, match="s.bin failed after 4 attempts"):
-        storage.download_files([storage.DownloadItem(url, tmp_path)], retry=FAST_RETRY)
+    with pytest.raises(blobs.DownloadError, match="s.bin failed after 4 attempts"):
+        downloads.download_files([downloads.DownloadItem(url, tmp_path)], retry=FAST_RETRY)
     assert not (tmp_path / "s.bin").exists()
 
 
 def test_wrong_md5_discards_the_download(storage_account, fault_proxy, tmp_path):
     storage_account.upload("superpmi", "f/m.bin", b"some content")
     fault_proxy.wrong_md5()
-    with pytest.raises(storage.DownloadError, match="does not match Content-MD5"):
-        storage.download_files([storage.DownloadItem(f"{fault_proxy.account_url}/superpmi/f/m.bin", tmp_path)],
+    with pytest.raises(blobs.DownloadError, match="does not match Content-MD5"):
+        downloads.download_files([downloads.DownloadItem(f"{fault_proxy.account_url}/superpmi/f/m.bin", tmp_path)],
                                retry=FAST_RETRY)
     assert list(tmp_path.iterdir()) == []
 
@@ -242,7 +242,7 @@ def test_large_blob_comes_in_parallel_ranges(storage_account, fault_proxy, tmp_p
     data = pattern_bytes(5 * 1024 * 1024 + 123)
     storage_account.upload("superpmi", "f/ranged.bin", data)
     url = f"{fault_proxy.account_url}/superpmi/f/ranged.bin"
-    storage.download_files([storage.DownloadItem(url, tmp_path)], chunk_size=1024 * 1024, max_workers=4)
+    downloads.download_files([downloads.DownloadItem(url, tmp_path)], chunk_size=1024 * 1024, max_workers=4)
     assert (tmp_path / "ranged.bin").read_bytes() == data
     ranges = sorted(fault_proxy.ranges("ranged.bin"), key=lambda r: int(r.split("=")[1].split("-")[0]))
     assert len(ranges) == 6
@@ -255,11 +255,11 @@ def test_ranges_finished_in_any_order_are_hashed_once_in_order(storage_account, 
     url = f"{fault_proxy.account_url}/superpmi/f/many.bin"
     for attempt in range(3):
         target = tmp_path / str(attempt)
-        storage.download_files([storage.DownloadItem(url, target)], chunk_size=64 * 1024, max_workers=8)
+        downloads.download_files([downloads.DownloadItem(url, target)], chunk_size=64 * 1024, max_workers=8)
         assert (target / "many.bin").read_bytes() == data
     fault_proxy.wrong_md5()
-    with pytest.raises(storage.DownloadError, match="does not match Content-MD5"):
-        storage.download_files([storage.DownloadItem(url, tmp_path / "bad")], chunk_size=64 * 1024, max_workers=8,
+    with pytest.raises(blobs.DownloadError, match="does not match Content-MD5"):
+        downloads.download_files([downloads.DownloadItem(url, tmp_path / "bad")], chunk_size=64 * 1024, max_workers=8,
                                retry=FAST_RETRY)
     assert list((tmp_path / "bad").iterdir()) == []
 
@@ -281,16 +281,16 @@ def _zip_with_raw_entry(name: str, data: bytes, mode: int = 0o100644) -> bytes:
 def test_unsafe_archives_are_rejected(storage_account, tmp_path, entry, mode, message):
     target = tmp_path / "cache" / "inner"
     url = storage_account.upload("superpmi", "z/bad.mch.zip", _zip_with_raw_entry(entry, b"/etc/passwd", mode))
-    with pytest.raises(storage.UnsafeArchive, match=message):
-        storage.download_files([storage.DownloadItem(url, target)], retry=FAST_RETRY)
+    with pytest.raises(archives.UnsafeArchive, match=message):
+        downloads.download_files([downloads.DownloadItem(url, target)], retry=FAST_RETRY)
     assert list(target.iterdir()) == []
     assert not (tmp_path / "cache" / "escape.mch").exists()
 
 
 def test_not_a_zip_is_rejected(storage_account, tmp_path):
     url = storage_account.upload("superpmi", "z/nozip.mch.zip", b"this is not a zip")
-    with pytest.raises(storage.NotAZip, match="nozip.mch.zip is not a valid zip file"):
-        storage.download_files([storage.DownloadItem(url, tmp_path)], retry=FAST_RETRY)
+    with pytest.raises(archives.NotAZip, match="nozip.mch.zip is not a valid zip file"):
+        downloads.download_files([downloads.DownloadItem(url, tmp_path)], retry=FAST_RETRY)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -303,12 +303,12 @@ def test_disk_full_while_extracting_leaves_nothing_partial(storage_account, tmp_
         "import resource, signal, sys\n"
         "from pathlib import Path\n"
         f"sys.path[:0] = [{str(REPO_ROOT)!r}]\n"
-        "import storage\n"
+        "from spmi.storage import blobs, downloads\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (1024 * 1024, 1024 * 1024))\n"
         "try:\n"
-        f"    storage.download_files([storage.DownloadItem({url!r}, Path({str(target)!r}))])\n"
-        "except storage.DownloadError as exc:\n"
+        f"    downloads.download_files([downloads.DownloadItem({url!r}, Path({str(target)!r}))])\n"
+        "except blobs.DownloadError as exc:\n"
         "    print(exc); sys.exit(3)\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
@@ -317,7 +317,7 @@ def test_disk_full_while_extracting_leaves_nothing_partial(storage_account, tmp_
     left = sorted(p.name for p in target.iterdir())
     assert left == ["huge.mch.zip.part", "huge.mch.zip.part.json"], "the download is kept, nothing partial"
     # With space again, the next run only extracts (no new download needed).
-    results = storage.download_files([storage.DownloadItem(url, target)])
+    results = downloads.download_files([downloads.DownloadItem(url, target)])
     assert sorted(p.name for p in results[0]) == ["huge.mch", "small.mch"]
     assert (target / "huge.mch").read_bytes() == big
     assert sorted(p.name for p in target.iterdir()) == ["huge.mch", "small.mch"]
@@ -328,24 +328,25 @@ def test_disk_full_while_extracting_leaves_nothing_partial(storage_account, tmp_
 def test_upload_with_each_credential_kind_and_replace_warning(storage_account, tmp_path, captured_log):
     path = tmp_path / "f.bin"
     path.write_bytes(b"first")
-    by_key = storage.StorageWriter(storage.StorageCredentials(account_key=ACCOUNT_KEY), storage_account.account_url)
+    by_key = uploads.StorageWriter(uploads.StorageCredentials(account_key=ACCOUNT_KEY), storage_account.account_url)
     url = by_key.upload_file("superpmi", "up/f.bin", path)
     assert "Warning: replacing existing blob!" not in captured_log.getvalue()
     path.write_bytes(b"second")
-    by_conn = storage.StorageWriter(storage.StorageCredentials(connection_string=storage_account.connection_string))
+    by_conn = uploads.StorageWriter(uploads.StorageCredentials(connection_string=storage_account.connection_string))
     assert by_conn.upload_file("superpmi", "up/f.bin", path) == url
     assert "Warning: replacing existing blob!" in captured_log.getvalue()
-    storage.download_files([storage.DownloadItem(url, tmp_path / "back")])
+    downloads.download_files([downloads.DownloadItem(url, tmp_path / "back")])
     assert (tmp_path / "back" / "f.bin").read_bytes() == b"second"
-    assert storage.head_blob(url).content_md5 is not None
-    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+    assert blobs.head_blob(url).content_md5 is not None
     import datetime
+
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
     sas = generate_container_sas("devstoreaccount1", "superpmi", account_key=ACCOUNT_KEY,
                                  permission=ContainerSasPermissions(read=True, write=True, create=True),
                                  expiry=datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1))
-    by_sas = storage.StorageWriter(storage.StorageCredentials(sas_token="?" + sas), storage_account.account_url)
+    by_sas = uploads.StorageWriter(uploads.StorageCredentials(sas_token="?" + sas), storage_account.account_url)
     by_sas.upload_file("superpmi", "up/g.bin", path)
-    assert storage.blob_exists("superpmi", "up/g.bin", storage_account.account_url)
+    assert blobs.blob_exists("superpmi", "up/g.bin", storage_account.account_url)
     assert ACCOUNT_KEY not in captured_log.getvalue()
 
 
@@ -353,37 +354,37 @@ def test_auth_failure_is_one_line_without_the_secret(storage_account, tmp_path, 
     path = tmp_path / "f.bin"
     path.write_bytes(b"x")
     wrong_key = "V3JvbmdLZXlXcm9uZ0tleVdyb25nS2V5V3JvbmdLZXk="
-    writer = storage.StorageWriter(storage.StorageCredentials(account_key=wrong_key), storage_account.account_url)
-    with pytest.raises(storage.AccessDenied) as info:
+    writer = uploads.StorageWriter(uploads.StorageCredentials(account_key=wrong_key), storage_account.account_url)
+    with pytest.raises(blobs.AccessDenied) as info:
         writer.upload_file("superpmi", "up/x.bin", path)
     message = str(info.value)
     assert "\n" not in message and wrong_key not in message
     assert "authentication" in message or "refused" in message
     assert "-connection_string" in message
     wrong_sas = "sv=2021-08-06&ss=b&srt=sco&sp=rwc&se=2099-01-01&sig=Zm9vYmFyWm9vYmFyWm9vYmFy"
-    writer = storage.StorageWriter(storage.StorageCredentials(sas_token=wrong_sas), storage_account.account_url)
-    with pytest.raises(storage.AccessDenied) as info:
+    writer = uploads.StorageWriter(uploads.StorageCredentials(sas_token=wrong_sas), storage_account.account_url)
+    with pytest.raises(blobs.AccessDenied) as info:
         writer.upload_file("superpmi", "up/x.bin", path)
     assert "Zm9vYmFyWm9vYmFyWm9vYmFy" not in str(info.value)
     assert wrong_key not in captured_log.getvalue() and "Zm9vYmFyWm9vYmFyWm9vYmFy" not in captured_log.getvalue()
 
 
 def test_writing_needs_a_credential_and_identity_needs_its_package():
-    with pytest.raises(storage.SuiteError, match="writing to storage needs a credential"):
-        storage.StorageWriter(storage.StorageCredentials(), "http://127.0.0.1:9/a")
+    with pytest.raises(blobs.SuiteError, match="writing to storage needs a credential"):
+        uploads.StorageWriter(uploads.StorageCredentials(), "http://127.0.0.1:9/a")
     try:
         import azure.identity  # noqa: F401
     except ImportError:
-        with pytest.raises(storage.SuiteError, match="pip install azure-identity"):
-            storage.StorageWriter(storage.StorageCredentials(use_azure_cli=True), "http://127.0.0.1:9/a")
+        with pytest.raises(blobs.SuiteError, match="pip install azure-identity"):
+            uploads.StorageWriter(uploads.StorageCredentials(use_azure_cli=True), "http://127.0.0.1:9/a")
 
 
 def test_credentials_from_args_and_environment():
     import argparse
     parser = argparse.ArgumentParser()
-    storage.add_credential_options(parser)
+    uploads.add_credential_options(parser)
     env = {"AZURE_STORAGE_CONNECTION_STRING": "AccountName=a;AccountKey=envkeyenvkey;BlobEndpoint=http://h/a"}
-    assert storage.StorageCredentials.from_args(parser.parse_args([]), env).kind() == "connection string"
-    creds = storage.StorageCredentials.from_args(parser.parse_args(["-sas_token", "?sv=1&sig=abcdabcd"]), env)
+    assert uploads.StorageCredentials.from_args(parser.parse_args([]), env).kind() == "connection string"
+    creds = uploads.StorageCredentials.from_args(parser.parse_args(["-sas_token", "?sv=1&sig=abcdabcd"]), env)
     assert creds.kind() == "SAS token" and creds.connection_string is None and creds.sas_token == "sv=1&sig=abcdabcd"
-    assert "envkeyenvkey" not in storage.redact("x envkeyenvkey y")
+    assert "envkeyenvkey" not in redaction.redact("x envkeyenvkey y")

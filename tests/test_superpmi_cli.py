@@ -19,4 +19,4 @@ def test_unknown_or_missing_command_uses_every_module():
     assert superpmi.modules_for([]) == superpmi.COMMAND_MODULES
     assert superpmi.modules_for(["-h"]) == superpmi.COMMAND_MODULES
     assert superpmi.modules_for(["memdif"]) == superpmi.COMMAND_MODULES
-    assert superpmi.modules_for(["memdiff", "-h"]) == ["metricdiff"]
+    assert superpmi.modules_for(["memdiff", "-h"]) == ["spmi.commands.metricdiff"]

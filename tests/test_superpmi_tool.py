@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-import jit_build
-import platforms
-import superpmi_tool as st
-from jitutil import SuiteError
+from spmi.base import platforms
+from spmi.base.errors import SuiteError
+from spmi.tools import jit_build
+from spmi.tools import superpmi_tool as st
 
 SPMI, JIT, MCH = Path("/cr/superpmi"), Path("/cr/libclrjit.so"), Path("/c/libraries.pmi.mch")
 FILES = st.RunFiles(Path("/t/libraries.pmi.mch_fail.mcl"), Path("/t/libraries.pmi.mch_details.csv"))

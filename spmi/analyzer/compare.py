@@ -1,0 +1,391 @@
+"""Comparing base and diff listings for jitanalyze.py (docs/contracts.md §8.1, §8.3).
+
+The options and result types of an analysis, and the single pass that turns each
+base/diff pair of method tables (`jitanalyze_scan._Unit`) into every requested metric's
+totals, counts and top lists. Only the top `--count` entries of each list are kept, so
+memory does not grow with the number of files. Ties are broken with an ICU-like culture
+order (`collation_key`), as jit-analyze's .NET string comparison does.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Set, Tuple
+
+from spmi.analyzer.scan import _INSTANCES, METRICS, _decode, _metric_getter, _Unit
+
+
+def _ratio(num: float, den: float) -> float:
+    """IEEE division (base 0 gives NaN or ±infinity, §8.3)."""
+    if den == 0:
+        if num == 0 or math.isnan(num):
+            return math.nan
+        return math.copysign(math.inf, num) * math.copysign(1.0, den)
+    return num / den
+
+
+# ------------------------------------------------------------------ tie ordering
+# jit-analyze breaks ties with .NET's culture-aware string order (en-US on CI). This key
+# follows the ICU root order for ASCII: controls and spaces, then punctuation and symbols
+# in ICU's sequence, digits, then letters case-insensitively (lower case first on a tie),
+# finally ordinal order. Non-ASCII characters sort after ASCII by code point.
+_ICU_ASCII_ORDER = (
+    "".join(chr(c) for c in range(0, 9)) + "".join(chr(c) for c in range(14, 32)) + "\x7f"
+    + "\t\n\x0b\x0c\r _-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$0123456789"
+)
+
+
+def _build_collation_tables() -> Tuple[Dict[int, str], Dict[int, str]]:
+    primary: Dict[int, str] = {}
+    for weight, ch in enumerate(_ICU_ASCII_ORDER, start=1):
+        primary[ord(ch)] = chr(weight)
+    base = len(_ICU_ASCII_ORDER) + 1
+    tertiary: Dict[int, str] = {}
+    for i in range(26):
+        lower, upper = ord("a") + i, ord("A") + i
+        primary[lower] = primary[upper] = chr(base + i)
+        tertiary[lower], tertiary[upper] = "\x01", "\x02"
+    return primary, tertiary
+
+
+_PRIMARY_TABLE, _TERTIARY_TABLE = _build_collation_tables()
+
+
+def collation_key(text: str) -> Tuple[str, str, str]:
+    """Sort key approximating the culture-aware comparison jit-analyze uses for ties."""
+    return text.translate(_PRIMARY_TABLE), text.translate(_TERTIARY_TABLE), text
+
+
+class _TopN:
+    """The first `n` offers in (primary, tie key) order, keeping O(n) items."""
+
+    def __init__(self, n: int, tie_key: Callable[[tuple], tuple]) -> None:
+        self.n = n
+        self.tie_key = tie_key
+        self.items: List[tuple] = []
+        self.threshold: Optional[float] = None
+        self.limit = max(4 * n, 256)
+
+    def offer(self, primary: float, item: tuple) -> None:
+        if self.n <= 0 or (self.threshold is not None and primary > self.threshold):
+            return
+        self.items.append((primary, item))
+        if len(self.items) >= self.limit:
+            self._prune()
+
+    def _prune(self) -> None:
+        tie_key = self.tie_key
+        self.items.sort(key=lambda pi: (pi[0], tie_key(pi[1])))
+        del self.items[self.n:]
+        if self.items and len(self.items) == self.n:
+            self.threshold = self.items[-1][0]
+
+    def result(self) -> List[tuple]:
+        self._prune()
+        return [item for _, item in self.items]
+
+
+# ------------------------------------------------------------------ results
+
+
+@dataclass
+class FileEntry:
+    """A file pair in the per-file tables."""
+
+    base_key: str
+    diff_key: str
+    delta: float
+    base: float
+
+
+@dataclass
+class MethodEntry:
+    """A method in the per-method tables."""
+
+    file_key: str  # the base file's key
+    name: str
+    delta: float
+    base: float
+    base_instances: int
+    diff_instances: int
+
+
+@dataclass
+class MetricSummary:
+    """Everything one metric's report needs (§8.3)."""
+
+    metric: str
+    base_total: float = 0
+    diff_total: float = 0
+    delta_total: float = 0  # sum of the files' deltas
+    relative_total: float = 0.0  # sum of the files' relative deltas
+    files_improved: int = 0
+    files_regressed: int = 0
+    files_unchanged: int = 0
+    methods_improved: int = 0
+    methods_regressed: int = 0
+    paired_methods: int = 0
+    base_unique_methods: int = 0
+    base_unique_value: float = 0
+    diff_unique_methods: int = 0
+    diff_unique_value: float = 0
+    top_file_regressions: List[FileEntry] = field(default_factory=list)
+    top_file_improvements: List[FileEntry] = field(default_factory=list)
+    top_method_regressions: List[MethodEntry] = field(default_factory=list)
+    top_method_improvements: List[MethodEntry] = field(default_factory=list)
+    top_method_regressions_by_percentage: List[MethodEntry] = field(default_factory=list)
+    top_method_improvements_by_percentage: List[MethodEntry] = field(default_factory=list)
+
+    @property
+    def unchanged_methods(self) -> int:
+        return self.paired_methods - (self.methods_improved + self.methods_regressed)
+
+    @property
+    def changed_files(self) -> int:
+        return self.files_improved + self.files_regressed
+
+    @property
+    def changed_methods(self) -> int:
+        return self.methods_improved + self.methods_regressed
+
+
+@dataclass
+class AnalyzeOptions:
+    """The jit-analyze options that shape the analysis and its text (§8.1)."""
+
+    metrics: List[str] = field(default_factory=lambda: ["CodeSize"])
+    recursive: bool = False
+    file_extension: str = ".dasm"
+    file_filter: Optional[str] = None
+    count: int = 20
+    reconcile: bool = True
+    concat_files: bool = False
+    skip_text_diff: bool = False
+    note: Optional[str] = None
+    override_base: Dict[str, float] = field(default_factory=dict)  # metric -> printed total
+    override_diff: Dict[str, float] = field(default_factory=dict)
+    is_diffs_only: bool = False
+    is_subset_of_diffs: bool = False
+    warn: bool = False  # collect files/methods present on one side only
+
+
+@dataclass
+class MethodMismatch:
+    """Methods found in only one listing of a file pair."""
+
+    base_key: str
+    only_in_base: List[str]
+    only_in_diff: List[str]
+
+
+@dataclass
+class AnalysisResult:
+    """Everything an analysis found, per metric."""
+
+    options: AnalyzeOptions
+    summaries: Dict[str, MetricSummary]
+    paired_files: int = 0
+    text_diff_files: int = 0
+    release_listings: int = 0
+    base_only_files: List[str] = field(default_factory=list)
+    diff_only_files: List[str] = field(default_factory=list)
+    method_mismatches: List[MethodMismatch] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """jit-analyze's exit code: -1 per metric whose total delta is not 0."""
+        return -sum(1 for s in self.summaries.values() if s.delta_total != 0)
+
+    def top_file_keys(self) -> Set[str]:
+        """Keys of every file named in a top list of any metric."""
+        keys: Set[str] = set()
+        for s in self.summaries.values():
+            for f in s.top_file_regressions + s.top_file_improvements:
+                keys.add(f.diff_key)
+            for m in (s.top_method_regressions + s.top_method_improvements
+                      + s.top_method_regressions_by_percentage + s.top_method_improvements_by_percentage):
+                keys.add(m.file_key)
+        return keys
+
+
+class AnalyzeUsageError(ValueError):
+    """Invalid options (jit-analyze's validation errors: stderr, exit 1)."""
+
+
+class AnalyzeInputError(OSError):
+    """A missing or unreadable input (jit-analyze prints it on stdout and exits 0)."""
+
+
+# ------------------------------------------------------------------ comparison
+
+
+def _file_tie(item: tuple) -> tuple:
+    return collation_key(item[1])  # diff key
+
+
+def _method_tie(item: tuple) -> tuple:
+    return collation_key(_decode(item[0])), collation_key(item[1])
+
+
+class _MetricAccumulator:
+    """Streaming per-metric totals, counts and top lists."""
+
+    def __init__(self, metric: str, count: int, reconcile: bool) -> None:
+        self.summary = MetricSummary(metric)
+        self.get = _metric_getter(metric)
+        self.reconcile = reconcile
+        zero = 0.0 if METRICS[metric].value_format != "int" else 0
+        s = self.summary
+        s.base_total = s.diff_total = s.delta_total = zero
+        s.base_unique_value = s.diff_unique_value = zero
+        self.zero = zero
+        self.file_reg = _TopN(count, _file_tie)
+        self.file_imp = _TopN(count, _file_tie)
+        self.meth_reg = _TopN(count, _method_tie)
+        self.meth_imp = _TopN(count, _method_tie)
+        self.meth_reg_pct = _TopN(count, _method_tie)
+        self.meth_imp_pct = _TopN(count, _method_tie)
+        self.collect = count > 0
+
+    def add_file(self, base_key: str, diff_key: str, paired: list, base_only: list, diff_only: list) -> None:
+        get, s = self.get, self.summary
+        fbase = fdiff = fdelta = self.zero
+        frel = 0.0
+        for name, be, de in paired:
+            b = get(be)
+            d = get(de)
+            delta = d - b
+            fbase += b
+            fdiff += d
+            fdelta += delta
+            frel += _ratio(delta, b)
+            if delta != 0:
+                self._method_changed(name, base_key, delta, b, be[_INSTANCES], de[_INSTANCES])
+        s.paired_methods += len(paired)
+        if self.reconcile:
+            for name, be in base_only:
+                b = get(be)
+                fbase += b
+                fdelta -= b
+                s.base_unique_methods += 1
+                s.base_unique_value += b
+                if b != 0:
+                    self._method_changed(name, base_key, self.zero - b, b, be[_INSTANCES], 0)
+            for name, de in diff_only:
+                d = get(de)
+                fdiff += d
+                fdelta += d
+                s.diff_unique_methods += 1
+                s.diff_unique_value += d
+                if d != 0:
+                    self._method_changed(name, base_key, d, self.zero, 0, de[_INSTANCES])
+        s.base_total += fbase
+        s.diff_total += fdiff
+        s.delta_total += fdelta
+        s.relative_total += frel
+        if fdelta < 0:
+            s.files_improved += 1
+            if self.collect:
+                self.file_imp.offer(fdelta, (base_key, diff_key, fdelta, fbase))
+        elif fdelta > 0:
+            s.files_regressed += 1
+            if self.collect:
+                self.file_reg.offer(-fdelta, (base_key, diff_key, fdelta, fbase))
+        else:
+            s.files_unchanged += 1
+
+    def add_single_method_file(self, base_key: str, diff_key: str, name: bytes, be: list, de: list) -> None:
+        """add_file() for a file pair holding the same single method on both sides."""
+        s = self.summary
+        b = self.get(be)
+        d = self.get(de)
+        delta = d - b
+        s.paired_methods += 1
+        s.base_total += b
+        s.diff_total += d
+        s.delta_total += delta
+        s.relative_total += delta / b if b else _ratio(delta, b)
+        if not delta:
+            s.files_unchanged += 1
+            return
+        self._method_changed(name, base_key, delta, b, be[_INSTANCES], de[_INSTANCES])
+        if delta < 0:
+            s.files_improved += 1
+            if self.collect:
+                self.file_imp.offer(delta, (base_key, diff_key, delta, b))
+        else:
+            s.files_regressed += 1
+            if self.collect:
+                self.file_reg.offer(-delta, (base_key, diff_key, delta, b))
+
+    def _method_changed(self, name: bytes, key: str, delta: float, base: float, bcount: int, dcount: int) -> None:
+        s = self.summary
+        if delta > 0:
+            s.methods_regressed += 1
+        else:
+            s.methods_improved += 1
+        if not self.collect:
+            return
+        ratio = _ratio(delta, base)
+        item = (name, key, delta, base, bcount, dcount)
+        if delta > 0:
+            self.meth_reg.offer(-delta, item)
+            self.meth_reg_pct.offer(-ratio, item)
+        else:
+            self.meth_imp.offer(delta, item)
+            self.meth_imp_pct.offer(ratio, item)
+
+    def finish(self) -> MetricSummary:
+        s = self.summary
+        files = lambda top: [FileEntry(*t) for t in top.result()]  # noqa: E731
+        methods = lambda top: [MethodEntry(t[1], _decode(t[0]), *t[2:]) for t in top.result()]  # noqa: E731
+        s.top_file_regressions = files(self.file_reg)
+        s.top_file_improvements = files(self.file_imp)
+        s.top_method_regressions = methods(self.meth_reg)
+        s.top_method_improvements = methods(self.meth_imp)
+        s.top_method_regressions_by_percentage = methods(self.meth_reg_pct)
+        s.top_method_improvements_by_percentage = methods(self.meth_imp_pct)
+        return s
+
+
+class _Analysis:
+    """One analysis: compares each base/diff unit pair for every requested metric."""
+
+    def __init__(self, options: AnalyzeOptions) -> None:
+        self.options = options
+        self.accumulators = [_MetricAccumulator(m, options.count, options.reconcile) for m in options.metrics]
+        self.result = AnalysisResult(options, {})
+
+    def compare(self, base_key: str, diff_key: str, bunit: _Unit, dunit: _Unit) -> None:
+        result = self.result
+        result.release_listings += bunit.release_footers + dunit.release_footers
+        bt = bunit.measured_methods()
+        dt = dunit.measured_methods()
+        if not bt and not dt and (bunit.release_footers or dunit.release_footers):
+            return  # nothing but release listings: not a 0-byte file
+        result.paired_files += 1
+        if len(bt) == 1 and len(dt) == 1:  # the usual per-context file pair
+            (name, be), = bt.items()
+            de = dt.get(name)
+            if de is not None:
+                for acc in self.accumulators:
+                    acc.add_single_method_file(base_key, diff_key, name, be, de)
+                return
+        paired = []
+        base_only = []
+        for name, be in bt.items():
+            de = dt.get(name)
+            if de is None:
+                base_only.append((name, be))
+            else:
+                paired.append((name, be, de))
+        diff_only = [(n, de) for n, de in dt.items() if n not in bt] if len(paired) != len(dt) else []
+        for acc in self.accumulators:
+            acc.add_file(base_key, diff_key, paired, base_only, diff_only)
+        if self.options.warn and (base_only or diff_only):
+            result.method_mismatches.append(MethodMismatch(
+                base_key, [_decode(n) for n, _ in base_only], [_decode(n) for n, _ in diff_only]))
+
+    def finish(self) -> AnalysisResult:
+        self.result.summaries = {acc.summary.metric: acc.finish() for acc in self.accumulators}
+        return self.result

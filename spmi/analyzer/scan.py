@@ -1,0 +1,315 @@
+"""Reading one `.dasm` listing for jitanalyze.py (docs/contracts.md §7, §8.2).
+
+The metrics a listing holds (`METRICS`), the per-method accumulator list the scan fills,
+the regular expressions that pick out the lines jit-analyze reads, and `_Unit`, which
+folds those lines into method groups, from whole bytes or streamed in chunks.
+`parse_dasm` turns one listing into `MethodMetrics` objects.
+
+Design: each file is scanned with one compiled regular expression over its bytes, which
+picks out the only lines the analysis reads (`; Assembly listing for method`,
+`; Total bytes of code`, `; Variable debug info:`) and splits the current checked-JIT
+footer in the same pass. Anything unusual on such a line falls back to the exact
+per-field regexes of §8.2.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, Tuple, Union
+
+# ------------------------------------------------------------------------- metrics
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """How jit-analyze names and prints one metric (§8.4)."""
+
+    name: str
+    display_name: str
+    unit: str
+    value_format: str  # "int": integer, "f2": two decimals, "double": shortest round-trip
+
+
+METRICS: Dict[str, MetricInfo] = {
+    m.name: m
+    for m in (
+        MetricInfo("CodeSize", "Code Size", "byte", "int"),
+        MetricInfo("PrologSize", "Prolog Size", "byte", "int"),
+        MetricInfo("PerfScore", "Perf Score", "PerfScoreUnit", "f2"),
+        MetricInfo("InstrCount", "Instruction Count", "Instruction", "int"),
+        MetricInfo("AllocSize", "Allocation Size", "byte", "int"),
+        MetricInfo("ExtraAllocBytes", "Extra Allocation Size", "byte", "int"),
+        MetricInfo("DebugClauseCount", "Debug Clause Count", "Clause", "int"),
+        MetricInfo("DebugVarCount", "Debug Variable Count", "Variable", "int"),
+        MetricInfo("SpillCount", "Spill Count", "Count", "int"),
+        MetricInfo("SpillWeight", "Spill Weighted", "Count", "double"),
+        MetricInfo("ResolutionCount", "Resolution Count", "Count", "int"),
+        MetricInfo("ResolutionWeight", "Resolution Weighted", "Count", "double"),
+    )
+}
+
+# Slots of the per-method accumulator list (kept as a plain list for speed).
+_CODE, _PROLOG, _PERF, _INSTR, _ALLOC, _DCLAUSE, _DVAR, _SPILL, _SPILLWT, _RES, _RESWT = range(11)
+_INSTANCES = 11  # lines of the group that do not match the code/prolog pattern
+_DATALINES = 12  # lines of the group that do match it (a footer with metrics)
+
+_METRIC_SLOT = {
+    "CodeSize": _CODE,
+    "PrologSize": _PROLOG,
+    "PerfScore": _PERF,
+    "InstrCount": _INSTR,
+    "AllocSize": _ALLOC,
+    "DebugClauseCount": _DCLAUSE,
+    "DebugVarCount": _DVAR,
+    "SpillCount": _SPILL,
+    "SpillWeight": _SPILLWT,
+    "ResolutionCount": _RES,
+    "ResolutionWeight": _RESWT,
+}
+
+
+def _new_entry() -> list:
+    return [0, 0, 0.0, 0, 0, 0, 0, 0, 0.0, 0, 0.0, 0, 0]
+
+
+def _metric_getter(metric: str) -> Callable[[list], float]:
+    if metric == "ExtraAllocBytes":
+        return lambda e: e[_ALLOC] - e[_CODE]
+    slot = _METRIC_SLOT[metric]
+    return lambda e: e[slot]
+
+
+# ------------------------------------------------------------------------- parsing
+
+_BOM = b"\xef\xbb\xbf"
+
+# One scan finds every line jit-analyze reads. Group 1 is the whole line; group 2 the
+# header's method name; groups 3-8 split the current checked footer (§7.4).
+_SCAN_RE = re.compile(
+    rb"\n(; (?:"
+    rb"Assembly listing for method(?: ([^\r\n]*))?"
+    rb"|Total bytes of code(?: ([0-9]+), prolog size ([0-9]+), PerfScore ([0-9]+(?:\.[0-9]+)?),"
+    rb" instruction count ([0-9]+), allocated bytes for code ([0-9]+)([^\r\n]*))?"
+    rb"|Variable debug info:"
+    rb")[^\r\n]*)"
+)
+
+# The exact per-field patterns of §8.2, used for any line the fast path does not cover.
+_NAME_RE = re.compile(rb"for method (.*)$")
+_DATA_RE = re.compile(rb"code ([0-9]{1,}), prolog size ([0-9]{1,})")
+_PERF_RE = re.compile(rb"(PerfScore|perf score) ([0-9]+(\.[0-9]+)?)")
+_INSTR_RE = re.compile(rb"instruction count ([0-9]{1,})")
+_ALLOC_RE = re.compile(rb"allocated bytes for code ([0-9]{1,})")
+_DEBUG_RE = re.compile(rb"Variable debug info: ([0-9]{1,}) live range\(s\), ([0-9]{1,}) var\(s\)")
+_SPILL_RE = re.compile(rb"SpillCount ([0-9]+) SpillCountWt ([0-9]+\.[0-9]+)")
+_RES_RE = re.compile(rb"ResolutionMovs ([0-9]+) ResolutionMovsWt ([0-9]+\.[0-9]+)")
+
+# If none of these occurs in a header's name, every field pattern above yields 0 for it.
+_HEADER_TRIGGER_RE = re.compile(
+    rb"code [0-9]|PerfScore [0-9]|perf score [0-9]|instruction count [0-9]"
+    rb"|Variable debug info: [0-9]|SpillCount [0-9]|ResolutionMovs [0-9]"
+)
+# The fixed part of a fast-path footer already holds the first match of the other fields.
+_FOOTER_TRIGGER_RE = re.compile(rb"Variable debug info: [0-9]|SpillCount [0-9]|ResolutionMovs [0-9]")
+_FOR_METHOD = b"for method "
+_READ_PREFIXES = (b"; Assembly listing for method", b"; Total bytes of code", b"; Variable debug info:")
+_TOTAL_PREFIX = b"; Total bytes of code"
+
+
+def _parse_line_exactly(line: bytes) -> Tuple[bytes, list, bool]:
+    """Apply the §8.2 patterns to one line: (name, values, matches code/prolog pattern)."""
+    values = _new_entry()
+    m = _NAME_RE.search(line)
+    name = m.group(1) if m else b""
+    data = _DATA_RE.search(line)
+    if data:
+        values[_CODE] = int(data.group(1))
+        values[_PROLOG] = int(data.group(2))
+    m = _PERF_RE.search(line)
+    if m:
+        values[_PERF] = float(m.group(2))
+    m = _INSTR_RE.search(line)
+    if m:
+        values[_INSTR] = int(m.group(1))
+    m = _ALLOC_RE.search(line)
+    if m:
+        values[_ALLOC] = int(m.group(1))
+    m = _DEBUG_RE.search(line)
+    if m:
+        values[_DCLAUSE] = int(m.group(1))
+        values[_DVAR] = int(m.group(2))
+    m = _SPILL_RE.search(line)
+    if m:
+        values[_SPILL] = int(m.group(1))
+        values[_SPILLWT] = float(m.group(2))
+    m = _RES_RE.search(line)
+    if m:
+        values[_RES] = int(m.group(1))
+        values[_RESWT] = float(m.group(2))
+    return name, values, data is not None
+
+
+class _Unit:
+    """Methods of one input unit (a file, or all files of a side with --concat-files).
+
+    `methods` maps the name key (bytes after `for method `) to an accumulator list; a
+    header and its footer, and repeated names, fold into one entry (§8.2).
+    """
+
+    __slots__ = ("methods", "release_footers")
+
+    def __init__(self) -> None:
+        self.methods: Dict[bytes, list] = {}
+        self.release_footers = 0
+
+    def feed(self, data: bytes, starts_input: bool) -> None:
+        """Read one whole file; `starts_input` = its first line is line 0 of the unit."""
+        if data.startswith(_BOM):
+            data = data[3:]
+        # The scan expects a line end before each line; when the first line is one the
+        # scan picks up, it is the first row and does not count as an instance (§8.2).
+        line0 = starts_input and data.startswith(_READ_PREFIXES)
+        self._consume(_SCAN_RE.findall(b"\n" + data), line0)
+
+    def feed_stream(self, fd: int, starts_input: bool, chunk_size: int, hasher=None) -> None:
+        """Read a large file from its start in `chunk_size` reads split at line ends (bounded memory)."""
+        carry = b""
+        first = True
+        while True:
+            chunk = os.read(fd, chunk_size)
+            if hasher is not None and chunk:
+                hasher.update(chunk)
+            if not chunk:
+                segment, carry = carry, b""
+            else:
+                buf = carry + chunk
+                cut = buf.rfind(b"\n")
+                if cut <= 0:
+                    carry = buf
+                    continue
+                segment, carry = buf[:cut], buf[cut:]
+            if first:
+                self.feed(segment, starts_input)
+                first = False
+            elif segment:
+                self._consume(_SCAN_RE.findall(segment), line0=False)
+            if not chunk:
+                return
+
+    def _consume(self, rows: Iterable[tuple], line0: bool) -> None:
+        methods = self.methods
+        for line, hname, code, prolog, perf, instr, alloc, rest in rows:
+            kind = line[2]
+            if kind == 65 and hname and not _HEADER_TRIGGER_RE.search(hname):  # "A": header line
+                entry = methods.get(hname)
+                if entry is None:
+                    entry = methods[hname] = _new_entry()
+                if not line0:
+                    entry[_INSTANCES] += 1
+            elif code and not _FOOTER_TRIGGER_RE.search(rest):  # current checked footer
+                k = rest.find(_FOR_METHOD)
+                name = rest[k + 11:] if k >= 0 else b""
+                entry = methods.get(name)
+                if entry is None:
+                    entry = methods[name] = _new_entry()
+                entry[_CODE] += int(code)
+                entry[_PROLOG] += int(prolog)
+                entry[_PERF] += float(perf)
+                entry[_INSTR] += int(instr)
+                entry[_ALLOC] += int(alloc)
+                entry[_DATALINES] += 1
+            else:
+                self._consume_exactly(line, line0)
+            line0 = False
+
+    def _consume_exactly(self, line: bytes, line0: bool) -> None:
+        name, values, is_data = _parse_line_exactly(line)
+        if not is_data and line.startswith(_TOTAL_PREFIX):
+            self.release_footers += 1
+        entry = self.methods.get(name)
+        if entry is None:
+            entry = self.methods[name] = _new_entry()
+        for i in range(_INSTANCES):
+            entry[i] += values[i]
+        if is_data:
+            entry[_DATALINES] += 1
+        elif not line0:
+            entry[_INSTANCES] += 1
+
+    def measured_methods(self) -> Dict[bytes, list]:
+        """The methods to compare. Without release footers this is every group, exactly as
+        jit-analyze has it; with them, groups that no footer with metrics reached (the
+        release listings' headers and the nameless release footers) are left out."""
+        if not self.release_footers:
+            return self.methods
+        return {name: e for name, e in self.methods.items() if e[_DATALINES]}
+
+
+@dataclass
+class MethodMetrics:
+    """One method (name group) of a listing, as jit-analyze sums it (§8.2)."""
+
+    name: str
+    code_size: int = 0
+    prolog_size: int = 0
+    perf_score: float = 0.0
+    instr_count: int = 0
+    alloc_size: int = 0
+    debug_clause_count: int = 0
+    debug_var_count: int = 0
+    spill_count: int = 0
+    spill_weight: float = 0.0
+    resolution_count: int = 0
+    resolution_weight: float = 0.0
+    instances: int = 0
+    has_metrics: bool = False
+
+    @property
+    def extra_alloc_bytes(self) -> int:
+        return self.alloc_size - self.code_size
+
+    def value(self, metric: str) -> float:
+        if metric not in METRICS:
+            raise KeyError(metric)
+        return _metric_getter(metric)(self._as_entry())
+
+    def _as_entry(self) -> list:
+        return [self.code_size, self.prolog_size, self.perf_score, self.instr_count, self.alloc_size,
+                self.debug_clause_count, self.debug_var_count, self.spill_count, self.spill_weight,
+                self.resolution_count, self.resolution_weight, self.instances, int(self.has_metrics)]
+
+
+@dataclass
+class ParsedListing:
+    """The methods of one listing file."""
+
+    methods: Dict[str, MethodMetrics]
+    release_listings: int  # footers without metrics (`; Total bytes of code N`)
+
+
+def _decode(name: bytes) -> str:
+    return name.decode("utf-8", "replace")
+
+
+def _to_method_metrics(name: bytes, e: list) -> MethodMetrics:
+    return MethodMetrics(_decode(name), e[_CODE], e[_PROLOG], e[_PERF], e[_INSTR], e[_ALLOC], e[_DCLAUSE],
+                         e[_DVAR], e[_SPILL], e[_SPILLWT], e[_RES], e[_RESWT], e[_INSTANCES], e[_DATALINES] > 0)
+
+
+def parse_dasm(text: Union[str, bytes], raw: bool = False) -> ParsedListing:
+    """Parse one listing file (pure): methods with metrics and the release-listing count.
+
+    `raw=True` keeps every name group exactly as jit-analyze has it, including the
+    0-byte groups that release listings produce.
+    """
+    unit = _Unit()
+    unit.feed(text.encode("utf-8") if isinstance(text, str) else bytes(text), starts_input=True)
+    groups = unit.methods if raw else unit.measured_methods()
+    methods = {_decode(n): _to_method_metrics(n, e) for n, e in groups.items()}
+    return ParsedListing(methods, unit.release_footers)
+
+
+def parse_dasm_text(text: Union[str, bytes]) -> Dict[str, MethodMetrics]:
+    """Methods of one listing keyed by jit-analyze's name key (incl. ` (<tier>)`)."""
+    return parse_dasm(text).methods

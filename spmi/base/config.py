@@ -1,0 +1,308 @@
+"""Options shared by the SuperPMI commands and the settings they resolve to.
+
+Defaults follow the dotnet/runtime enlistment layout (docs/contracts.md §12.1–§12.4):
+host OS/arch detected, target defaulting to the host, Core_Root and the
+product directory under `artifacts/`, the cache/output root `spmi_location`.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from spmi.base import fsutil, logs, platforms, progress, runner
+from spmi.base.errors import SuiteError
+
+log = logging.getLogger("superpmi")
+
+SCRIPTS_DIR = Path(__file__).resolve().parents[2]  # the folder of the entry scripts
+UNKNOWN_JIT_EE_VERSION = "unknown-jit-ee-version"
+JITEE_GUID_HEADER = Path("src/coreclr/inc/jiteeversionguid.h")
+_JITEE_GUID_RE = re.compile(r"^constexpr GUID JITEEVersionIdentifier *= *{ */\* *([^ ]*) *\*/")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with a one-line error and exit code 1 (docs/contracts.md §12.1)."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+# ---------------------------------------------------------------- option groups
+
+def common_options() -> argparse.ArgumentParser:
+    """Options every command takes."""
+    parser = argparse.ArgumentParser(add_help=False)
+    group = parser.add_argument_group("common options")
+    group.add_argument("-arch", help="host architecture (default: this machine's)")
+    group.add_argument("-host_os", help="host OS: windows, linux or osx (default: this machine's)")
+    group.add_argument("-build_type", help="Debug, Checked or Release (default: Checked; Release for tpdiff/memdiff)")
+    group.add_argument("-core_root", help="Core_Root directory (holds superpmi, mcs and the JITs)")
+    group.add_argument("-product_location", help="built product directory (artifacts/bin/coreclr/<os>.<arch>.<build_type>)")
+    group.add_argument("-runtime_repo", help="dotnet/runtime enlistment (default: the git work tree around the current directory)")
+    group.add_argument("-spmi_location", help="cache and output root (default: $SUPERPMI_CACHE_DIRECTORY, else <repo>/artifacts/spmi)")
+    group.add_argument("-log_level", default="info", help="console level: critical, error, warning, info (default), debug")
+    group.add_argument("-log_file", help="log file (default: a new superpmi.log in spmi_location); always at debug level")
+    group.add_argument("--no_progress", action="store_true", help="no progress bars")
+    return parser
+
+
+def target_options() -> argparse.ArgumentParser:
+    """Options naming the target a collection or JIT is for."""
+    parser = argparse.ArgumentParser(add_help=False)
+    group = parser.add_argument_group("target options")
+    group.add_argument("-target_os", help="target OS (default: host OS)")
+    group.add_argument("-target_arch", help="target architecture (default: -arch)")
+    group.add_argument("-mch_arch", help="architecture the collections were recorded on (default: -target_arch)")
+    return parser
+
+
+# ---------------------------------------------------------------- settings
+
+@dataclass
+class Settings:
+    host_os: str
+    arch: str
+    target_os: str
+    target_arch: str
+    mch_arch: str
+    build_type: str
+    repo_root: Optional[Path]
+    core_root: Optional[Path]
+    product_dir: Optional[Path]
+    spmi_location: Path
+    no_progress: bool = False
+    show_progress: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def is_cross(self) -> bool:
+        return self.arch != self.target_arch or self.host_os != self.target_os
+
+    def tool_search_dirs(self) -> List[Path]:
+        return [d for d in (self.core_root, self.product_dir) if d is not None]
+
+
+def _pick_os(value: Optional[str], flag: str, default: str) -> str:
+    if value is None:
+        return default
+    normalized = platforms.normalize_os(value)
+    if normalized is None:
+        raise SuiteError(f"{flag} '{value}' is not an OS; use windows, linux or osx")
+    return normalized
+
+
+def _pick_arch(value: Optional[str], flag: str, default: Optional[str]) -> str:
+    if value is None:
+        if default is None:
+            raise SuiteError(f"cannot detect the host architecture; pass {flag}")
+        return default
+    lowered = value.strip().lower()
+    arch = "x64" if lowered == "amd64" else lowered
+    if arch not in platforms.ARCHES:
+        raise SuiteError(f"{flag} '{value}' is not an architecture; use one of {', '.join(platforms.ARCHES)}")
+    return arch
+
+
+def _pick_build_type(value: Optional[str], default: str) -> str:
+    if value is None:
+        return default
+    normalized = platforms.normalize_build_type(value)
+    if normalized is None:
+        raise SuiteError(f"-build_type '{value}' is not valid; use Debug, Checked or Release")
+    return normalized
+
+
+def find_git_work_tree(start: Path) -> Optional[Path]:
+    """The nearest directory at or above `start` holding `.git` (dir or file)."""
+    current = start.resolve()
+    for candidate in (current, *current.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
+def resolve_repo_root(runtime_repo: Optional[str], cwd: Optional[Path] = None) -> Optional[Path]:
+    """`-runtime_repo`, else the work tree around cwd, else the one around the scripts."""
+    if runtime_repo:
+        path = Path(runtime_repo).resolve()
+        if not path.is_dir():
+            raise SuiteError(f"-runtime_repo '{runtime_repo}' is not a directory")
+        return path
+    return find_git_work_tree(cwd or Path.cwd()) or find_git_work_tree(SCRIPTS_DIR)
+
+
+def default_core_root(repo: Path, host_os: str, arch: str, build_type: str) -> Path:
+    return repo / "artifacts" / "tests" / "coreclr" / f"{host_os}.{arch}.{build_type}" / "Tests" / "Core_Root"
+
+
+def default_product_dir(repo: Path, host_os: str, arch: str, build_type: str) -> Path:
+    return repo / "artifacts" / "bin" / "coreclr" / f"{host_os}.{arch}.{build_type}"
+
+
+def resolve_spmi_location(flag: Optional[str], repo: Optional[Path],
+                          environ: Optional[dict] = None) -> Path:
+    environ = dict(os.environ) if environ is None else environ
+    if flag:
+        return Path(flag).resolve()
+    from_env = environ.get("SUPERPMI_CACHE_DIRECTORY")
+    if from_env:
+        return Path(from_env).resolve()
+    if repo is None:
+        raise SuiteError("no -spmi_location given, SUPERPMI_CACHE_DIRECTORY unset and no git work tree found; "
+                         "pass -spmi_location DIR")
+    return repo / "artifacts" / "spmi"
+
+
+def _optional_dir(flag_value: Optional[str], default: Optional[Path], flag: str) -> Optional[Path]:
+    if flag_value:
+        path = Path(flag_value).resolve()
+        if not path.is_dir():
+            raise SuiteError(f"{flag} '{flag_value}' is not a directory")
+        return path
+    if default is not None and default.is_dir():
+        return default
+    return None
+
+
+@dataclass
+class Target:
+    """Host and target OS/architecture, as the shared options select them."""
+    host_os: str
+    arch: str
+    target_os: str
+    target_arch: str
+
+
+def resolve_target(args: argparse.Namespace) -> Target:
+    """Host OS/arch (detected unless given) and the target (default: the host)."""
+    host_os = _pick_os(getattr(args, "host_os", None), "-host_os", platforms.detect_host_os())
+    try:
+        detected_arch: Optional[str] = platforms.detect_host_arch()
+    except ValueError:
+        detected_arch = None
+    arch = _pick_arch(getattr(args, "arch", None), "-arch", detected_arch)
+    target_os = _pick_os(getattr(args, "target_os", None), "-target_os", host_os)
+    target_arch = _pick_arch(getattr(args, "target_arch", None), "-target_arch", arch)
+    return Target(host_os, arch, target_os, target_arch)
+
+
+def resolve_settings(args: argparse.Namespace, default_build_type: str = "Checked") -> Settings:
+    """Turn the shared options into concrete settings (no side effects)."""
+    target = resolve_target(args)
+    host_os, arch, target_os, target_arch = target.host_os, target.arch, target.target_os, target.target_arch
+    mch_arch = _pick_arch(getattr(args, "mch_arch", None), "-mch_arch", target_arch)
+    build_type = _pick_build_type(getattr(args, "build_type", None), default_build_type)
+    repo = resolve_repo_root(getattr(args, "runtime_repo", None))
+    core_root = _optional_dir(getattr(args, "core_root", None),
+                              default_core_root(repo, host_os, arch, build_type) if repo else None, "-core_root")
+    product_dir = _optional_dir(getattr(args, "product_location", None),
+                                default_product_dir(repo, host_os, arch, build_type) if repo else None,
+                                "-product_location")
+    spmi_location = resolve_spmi_location(getattr(args, "spmi_location", None), repo)
+    no_progress = bool(getattr(args, "no_progress", False))
+    return Settings(host_os=host_os, arch=arch, target_os=target_os, target_arch=target_arch,
+                    mch_arch=mch_arch, build_type=build_type, repo_root=repo, core_root=core_root,
+                    product_dir=product_dir, spmi_location=spmi_location, no_progress=no_progress,
+                    show_progress=progress.progress_enabled(no_progress))
+
+
+def start_logging(args: argparse.Namespace, settings: Settings) -> Path:
+    """Console + DEBUG log file (a new `superpmi[.N].log` unless -log_file)."""
+    level = logs.parse_log_level(getattr(args, "log_level", "info") or "info")
+    if getattr(args, "log_file", None):
+        log_file = Path(args.log_file).resolve()
+    else:
+        settings.spmi_location.mkdir(parents=True, exist_ok=True)
+        log_file = fsutil.unique_file_path(settings.spmi_location / "superpmi.log")
+    try:
+        logs.setup_logging(level, log_file)
+    except OSError as exc:
+        raise SuiteError(f"cannot write the log file '{log_file}': {exc.strerror}; pass -log_file or -spmi_location") from exc
+    return log_file
+
+
+# ---------------------------------------------------------------- tools
+
+def find_tool(tool: str, settings: Settings, required: bool = True) -> Optional[Path]:
+    """Core_Root, then the product directory, then PATH (docs/contracts.md §2.1)."""
+    name = platforms.exe_name(tool, settings.host_os)
+    for directory in settings.tool_search_dirs():
+        candidate = directory / name
+        if candidate.is_file():
+            return candidate
+    on_path = shutil.which(name)
+    if on_path:
+        return Path(on_path)
+    if required:
+        places = ", ".join(str(d) for d in settings.tool_search_dirs()) or "no Core_Root/product directory"
+        raise SuiteError(f"{name} not found (looked in {places} and PATH); pass -core_root")
+    return None
+
+
+def default_jit_name(settings: Settings, jit_name: Optional[str] = None, force_cross: bool = False) -> str:
+    if jit_name:
+        return jit_name
+    return platforms.jit_file_name(settings.host_os, settings.arch, settings.target_os,
+                                   settings.target_arch, force_cross)
+
+
+def find_default_jit(settings: Settings, jit_name: Optional[str] = None) -> Path:
+    name = default_jit_name(settings, jit_name)
+    for directory in settings.tool_search_dirs():
+        candidate = directory / name
+        if candidate.is_file():
+            return candidate
+    places = ", ".join(str(d) for d in settings.tool_search_dirs()) or "no Core_Root/product directory found"
+    raise SuiteError(f"JIT '{name}' for {settings.target_os}/{settings.target_arch} not found ({places}); "
+                     "pass -core_root or the JIT path")
+
+
+# ---------------------------------------------------------------- JIT-EE version
+
+def guid_from_header_text(text: str) -> Optional[str]:
+    for line in text.splitlines():
+        match = _JITEE_GUID_RE.match(line)
+        if match:
+            return match.group(1).lower()
+    return None
+
+
+def resolve_jit_ee_version(settings: Settings, explicit: Optional[str]) -> str:
+    """docs/contracts.md §9: flag, enlistment header, `mcs -printJITEEVersion`, else unknown."""
+    if explicit:
+        return explicit.lower()
+    if settings.repo_root is not None:
+        header = settings.repo_root / JITEE_GUID_HEADER
+        if header.is_file():
+            guid = guid_from_header_text(header.read_text(encoding="utf-8", errors="replace"))
+            if guid:
+                log.debug("JIT-EE version %s from %s", guid, header)
+                return guid
+            log.warning("Warning: no JIT-EE GUID found in %s", header)
+    mcs = find_tool("mcs", settings, required=False)
+    if mcs is not None:
+        result = runner.run([mcs, "-printJITEEVersion"])
+        if result.code == 0 and result.stdout.strip():
+            return result.stdout.strip().lower()
+    return UNKNOWN_JIT_EE_VERSION
+
+
+def split_option_values(values: Optional[Sequence[str]], flag: str) -> List[str]:
+    """`key=value` JIT options; warn about a `DOTNET_` prefix and drop it."""
+    result: List[str] = []
+    for value in values or []:
+        if "=" not in value:
+            raise SuiteError(f"{flag} '{value}' must look like key=value (e.g. JitNoCSE=1)")
+        for prefix in ("DOTNET_", "COMPlus_"):
+            if value.startswith(prefix):
+                log.warning("Warning: %s '%s' should not start with %s; using '%s'",
+                            flag, value, prefix, value[len(prefix):])
+                value = value[len(prefix):]
+        result.append(value)
+    return result

@@ -1,0 +1,115 @@
+"""Logging set-up and the one guarded entry every script runs through.
+
+The suite logs to the `superpmi` logger: console on stdout and a DEBUG log file.
+Every record is redacted (see `redaction`). `run_guarded` turns every failure
+into one line and an exit code.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+from spmi.base import redaction
+from spmi.base.errors import SuiteError
+from spmi.base.runner import kill_all_children
+
+log = logging.getLogger("superpmi")
+redaction.install_log_redaction(log)  # every record of the suite's logger is redacted
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class _StdoutHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stdout` is at the time of each message.
+
+    A handler bound to the stream object of the moment would keep writing to a
+    replaced stdout (a test's capture, a redirected console) after it changed.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(sys.stdout)
+
+    @property  # type: ignore[override]
+    def stream(self):  # type: ignore[no-untyped-def]
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+
+class _ConsoleFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
+
+
+def parse_log_level(text: str) -> int:
+    levels = {"critical": logging.CRITICAL, "error": logging.ERROR, "warning": logging.WARNING,
+              "info": logging.INFO, "debug": logging.DEBUG}
+    try:
+        return levels[text.strip().lower()]
+    except KeyError:
+        raise SuiteError(f"unknown -log_level '{text}'; use one of {', '.join(levels)}") from None
+
+
+def setup_logging(console_level: int, log_file: Optional[Path]) -> None:
+    """Console at `console_level` on stdout; the log file (if any) always at DEBUG."""
+    log.handlers.clear()
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    console = _StdoutHandler()
+    console.setLevel(console_level)
+    console.setFormatter(_ConsoleFormatter())
+    log.addHandler(console)
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(log_file, mode="a", encoding="utf-8")
+        handler.setLevel(logging.DEBUG)
+        handler.setFormatter(_ConsoleFormatter())
+        log.addHandler(handler)
+        log.info("================ Logging to %s", log_file)
+
+
+def report_error(prog: str, message: str, to_stderr: bool = False) -> None:
+    """The one line a user sees for an error.
+
+    Through the console log once logging is set up (so log readers and the
+    log file see it), else, or when `to_stderr`, as `<prog>: error: ...` on stderr.
+    """
+    if log.handlers and not to_stderr:
+        log.error("Error: %s", message)
+        return
+    log.debug("Error: %s", message)
+    print(f"{prog}: error: {message}", file=sys.stderr)
+
+
+def run_guarded(prog: str, body: Callable[[], int], errors_to_stderr: bool = False) -> int:
+    """Run a script's body; every failure becomes one line and an exit code.
+
+    SuiteError: its message, exit 1. OSError: what failed on which file, exit 1.
+    Ctrl-C: children killed, exit 130. Anything else: a one-line summary (secrets
+    redacted), the traceback only in the DEBUG log, exit 1.
+    """
+    def report(message: str) -> None:
+        report_error(prog, redaction.redact(message), errors_to_stderr)
+
+    try:
+        return int(body())
+    except SuiteError as exc:
+        report(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        kill_all_children()
+        report("interrupted; child processes stopped, finished outputs kept")
+        return 130
+    except OSError as exc:
+        log.debug("I/O error", exc_info=True)
+        where = f" ({exc.filename})" if exc.filename else ""
+        report(f"{exc.strerror or exc}{where}; check the path, its permissions and the free space")
+        return 1
+    except Exception as exc:  # noqa: BLE001 - last line of defence
+        log.debug("Unexpected error", exc_info=True)
+        report(f"unexpected {type(exc).__name__}: {exc} (details in the log file)")
+        return 1

@@ -1,0 +1,231 @@
+"""Everything that differs between Windows, Linux and macOS, in one place.
+
+Host detection, executable and shared-library names, JIT file names,
+how a parent process sees a tool's exit code, path rules and file locks.
+Every function takes the OS explicitly where it matters, so it can be tested
+for all three hosts on any machine.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+from dataclasses import dataclass
+from typing import IO, Optional
+
+WINDOWS = "windows"
+LINUX = "linux"
+OSX = "osx"
+HOST_OSES = (WINDOWS, LINUX, OSX)
+ARCHES = ("x64", "x86", "arm", "arm64", "loongarch64", "riscv64", "wasm")
+BUILD_TYPES = ("Debug", "Checked", "Release")
+
+_MACHINE_TO_ARCH = {
+    "x86_64": "x64",
+    "amd64": "x64",
+    "x64": "x64",
+    "i386": "x86",
+    "i686": "x86",
+    "x86": "x86",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+    "armv7l": "arm",
+    "armv8l": "arm",
+    "arm": "arm",
+    "loongarch64": "loongarch64",
+    "riscv64": "riscv64",
+}
+
+
+def detect_host_os(sys_platform: str = sys.platform) -> str:
+    """Map Python's `sys.platform` to the suite's OS spelling."""
+    if sys_platform.startswith("win") or sys_platform == "cygwin":
+        return WINDOWS
+    if sys_platform == "darwin":
+        return OSX
+    return LINUX
+
+
+def arch_from_machine(machine: str) -> Optional[str]:
+    """Map `platform.machine()` text to the suite's arch spelling (None if unknown)."""
+    return _MACHINE_TO_ARCH.get(machine.strip().lower())
+
+
+def detect_host_arch() -> str:
+    arch = arch_from_machine(platform.machine())
+    if arch is None:
+        raise ValueError(f"unrecognised machine type '{platform.machine()}'; pass -arch")
+    return arch
+
+
+def normalize_os(text: str) -> Optional[str]:
+    """Accept the spellings users and older blobs use (`Linux`, `OSX`, `win`)."""
+    lowered = text.strip().lower()
+    aliases = {"windows": WINDOWS, "win": WINDOWS, "linux": LINUX, "osx": OSX,
+               "macos": OSX, "darwin": OSX, "mac": OSX}
+    return aliases.get(lowered)
+
+
+def normalize_build_type(text: str) -> Optional[str]:
+    for build_type in BUILD_TYPES:
+        if build_type.lower() == text.strip().lower():
+            return build_type
+    return None
+
+
+# ---------------------------------------------------------------- file names
+
+def exe_name(tool: str, host_os: str) -> str:
+    """`superpmi` -> `superpmi.exe` on Windows."""
+    return tool + ".exe" if host_os == WINDOWS else tool
+
+
+def shared_lib_suffix(host_os: str) -> str:
+    return {WINDOWS: ".dll", LINUX: ".so", OSX: ".dylib"}[host_os]
+
+
+def shared_lib_prefix(host_os: str) -> str:
+    return "" if host_os == WINDOWS else "lib"
+
+
+def jit_os_family(target_os: str, target_arch: str) -> str:
+    """The OS part of a cross JIT's name and build string: universal, win or unix."""
+    if target_arch in ("arm", "arm64"):
+        return "universal"
+    return "win" if target_os == WINDOWS else "unix"
+
+
+def jit_file_name(host_os: str, host_arch: str, target_os: str, target_arch: str,
+                  force_cross: bool = False) -> str:
+    """Name of the JIT that runs on the host and generates code for the target."""
+    prefix = shared_lib_prefix(host_os)
+    suffix = shared_lib_suffix(host_os)
+    native = host_os == target_os and host_arch == target_arch
+    if native and not force_cross:
+        return f"{prefix}clrjit{suffix}"
+    family = jit_os_family(target_os, target_arch)
+    return f"{prefix}clrjit_{family}_{target_arch}_{host_arch}{suffix}"
+
+
+def pintool_file_name(host_os: str) -> str:
+    return f"{shared_lib_prefix(host_os)}clrjit_inscount{shared_lib_suffix(host_os)}"
+
+
+def build_string_target_matches(build_os: str, build_arch: str,
+                                target_os: str, target_arch: str) -> bool:
+    """Does a JIT build string's `targeting <os>-<arch>` fit the requested target?"""
+    arch = "arm" if build_arch == "arm32" else build_arch
+    if arch != target_arch:
+        return False
+    if build_os == "universal":
+        return True
+    return build_os == jit_os_family(target_os, target_arch)
+
+
+# ---------------------------------------------------------------- exit codes
+
+@dataclass(frozen=True)
+class ExitOutcome:
+    """A tool's exit as the tool meant it: a signed code, or a crash."""
+
+    code: int
+    crashed: bool = False
+    signal_number: Optional[int] = None
+
+    def describe(self) -> str:
+        if self.crashed:
+            return f"crashed (signal/status {self.signal_number})"
+        return f"exit code {self.code}"
+
+
+_WINDOWS_CRASH_STATUS_MIN = 0xC0000000
+_SIGNAL_NAMES = {11: "SIGSEGV", 6: "SIGABRT", 4: "SIGILL", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL"}
+
+
+def signal_name(number: Optional[int]) -> str:
+    if number is None:
+        return "unknown signal"
+    return _SIGNAL_NAMES.get(number, f"signal {number}")
+
+
+def normalize_exit_code(returncode: int, host_os: str) -> ExitOutcome:
+    """Undo how the OS reports a tool's exit code (docs/contracts.md §2.9).
+
+    Unix: -1 arrives as 255, -2 as 254; a signal as a negative return code
+    (Python) or 128+signal (through a shell). Windows: -1 arrives as
+    4294967295, -2 as 4294967294, a crash as an NTSTATUS >= 0xC0000000.
+    """
+    if host_os == WINDOWS:
+        unsigned = returncode & 0xFFFFFFFF
+        if unsigned >= _WINDOWS_CRASH_STATUS_MIN and unsigned not in (0xFFFFFFFF, 0xFFFFFFFE):
+            return ExitOutcome(code=returncode, crashed=True, signal_number=unsigned)
+        signed = unsigned - 0x100000000 if unsigned >= 0x80000000 else unsigned
+        return ExitOutcome(code=signed)
+    if returncode < 0:
+        return ExitOutcome(code=returncode, crashed=True, signal_number=-returncode)
+    if returncode in (255, 254):
+        return ExitOutcome(code=returncode - 256)
+    if 129 <= returncode <= 159:
+        return ExitOutcome(code=returncode, crashed=True, signal_number=returncode - 128)
+    return ExitOutcome(code=returncode)
+
+
+# ---------------------------------------------------------------- paths
+
+_URL_RE = re.compile(r"^https?://", re.IGNORECASE)
+
+
+def is_url(text: str) -> bool:
+    return bool(_URL_RE.match(text))
+
+
+def is_unc_path(text: str) -> bool:
+    """`\\\\server\\share\\...` (or `//server/share`), which Windows treats as remote."""
+    return text.startswith("\\\\") or (text.startswith("//") and not is_url(text))
+
+
+def path_list_separator(host_os: str) -> str:
+    return ";" if host_os == WINDOWS else ":"
+
+
+def env_var_assignment(name: str, value: str, host_os: str) -> str:
+    """How a user sets an environment variable in their shell."""
+    if host_os == WINDOWS:
+        return f"set {name}={value}"
+    return f"export {name}={value}"
+
+
+def same_file_name(a: str, b: str, host_os: str) -> bool:
+    """File names compare case-insensitively on Windows and macOS (default volumes)."""
+    if host_os in (WINDOWS, OSX):
+        return a.lower() == b.lower()
+    return a == b
+
+
+# ---------------------------------------------------------------- locks
+
+def lock_file(handle: IO[bytes]) -> None:
+    """Block until this process holds an exclusive lock on an open file."""
+    if os.name == "nt":
+        import msvcrt
+        handle.seek(0)
+        while True:
+            try:
+                msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
+                return
+            except OSError:
+                continue
+    else:
+        import fcntl
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+
+
+def unlock_file(handle: IO[bytes]) -> None:
+    if os.name == "nt":
+        import msvcrt
+        handle.seek(0)
+        msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
+    else:
+        import fcntl
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

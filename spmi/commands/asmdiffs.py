@@ -1,0 +1,482 @@
+"""`superpmi.py asmdiffs`: compare the code a baseline and a diff JIT generate (docs/contracts.md §12.6–§12.10).
+
+Per collection: one `superpmi -a` run with `-details` and `-f`; the details CSV is
+aggregated and contexts are picked (`asmdiffs_report`); listings of the picked
+contexts are generated in batches (`dasm_gen`) into a new
+`asm.[<tag>.]<mch base>[.N]/base|diff/`; jit-analyze (the real one on PATH, else
+`jitanalyze.py`) writes `summary.md`; example diffs come from `git diff`. At the
+end `diff_summary[.N].md` and `diff_short_summary[.N].md` (or `.json`).
+
+Exit 0 when every replay was clean (diffs and missing data are not failures),
+1 when any failed, with the reason in one line.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import logging
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from spmi.analyzer import cli as analyzer_cli
+from spmi.base import config, fsutil, platforms, runner
+from spmi.base.errors import SuiteError
+from spmi.formats import details
+from spmi.reports import asm_analysis, asm_markdown, asm_model, asm_overall
+from spmi.reports.asm_model import IMPROVEMENT, REGRESSION
+from spmi.sources import baseline, mch_sources
+from spmi.steps import asmdiffs_steps as steps
+from spmi.steps import jit_pair, outputs, replay_steps
+from spmi.steps.replay_steps import CollectionOutcome
+from spmi.tools import dasm_gen, jit_build, superpmi_tool
+from spmi.tools.superpmi_tool import JitPairOptions, RunOptions
+
+log = logging.getLogger("superpmi")
+
+#: The only metric columns asmdiffs reads (converting the other ~70 would only cost time).
+ANALYSED_METRICS = (details.CODE_BYTES, details.PERFSCORE)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "asmdiffs", parents=[config.common_options(), config.target_options()],
+        help="compare the code a baseline and a diff JIT generate",
+        description="Replay collections through a baseline and a diff JIT; summarise code size and PerfScore "
+                    "diffs with .dasm listings of interesting methods.")
+    jit_pair.add_jit_pair_options(parser)
+    group = parser.add_argument_group("asmdiffs options")
+    group.add_argument("-metrics", action="append", metavar="METRIC",
+                       help="jit-analyze metrics (repeatable or comma-separated; default CodeSize): "
+                            + ", ".join(steps.ANALYZE_METRICS))
+    group.add_argument("--alignloops", action="store_true", help="keep loop alignment (no JitAlignLoops=0)")
+    group.add_argument("--gcinfo", action="store_true", help="include GC info in the listings")
+    group.add_argument("--debuginfo", action="store_true", help="include debug info in the listings")
+    group.add_argument("--diff_jit_dump", action="store_true",
+                       help="also write JitDump text of the picked contexts to jitdump.<collection>/")
+    group.add_argument("--diff_with_release", action="store_true",
+                       help="compare with a release JIT: -ignoreStoredConfig, diffs are failures, no listings")
+    group.add_argument("--git_diff", action="store_true", help="write asm_diffs.diff (git diff of base and diff)")
+    group.add_argument("-tag", help="name part for the asm/jitdump/repro directories")
+    group.add_argument("--summary_as_json", action="store_true",
+                       help="write diff_summary.json (for `summarize`) instead of markdown")
+    baseline.add_baseline_options(parser)
+    superpmi_tool.add_run_options(parser)
+    mch_sources.add_collection_options(parser)
+    parser.set_defaults(func=run_asmdiffs)
+
+
+# ---------------------------------------------------------------- configuration
+
+@dataclass(frozen=True)
+class AsmdiffsFlags:
+    metrics: Tuple[str, ...] = ()
+    align_loops: bool = False
+    gcinfo: bool = False
+    debuginfo: bool = False
+    diff_jit_dump: bool = False
+    diff_with_release: bool = False
+    git_diff: bool = False
+    tag: Optional[str] = None
+    summary_as_json: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "AsmdiffsFlags":
+        return cls(metrics=tuple(steps.parse_metrics(getattr(args, "metrics", None))),
+                   align_loops=bool(args.alignloops), gcinfo=bool(args.gcinfo), debuginfo=bool(args.debuginfo),
+                   diff_jit_dump=bool(args.diff_jit_dump), diff_with_release=bool(args.diff_with_release),
+                   git_diff=bool(args.git_diff), tag=args.tag, summary_as_json=bool(args.summary_as_json))
+
+
+@dataclass
+class Job:
+    """Everything a collection's processing needs."""
+
+    settings: config.Settings
+    options: RunOptions
+    flags: AsmdiffsFlags
+    superpmi: Path
+    core_root: Path
+    base_jit: Path
+    diff_jit: Path
+    jit_options: JitPairOptions
+    choice: baseline.BaselineChoice
+    base_info: Optional[jit_build.BuildInfo]
+    diff_info: Optional[jit_build.BuildInfo]
+    temp_dir: Path
+    analyzer: str = ""
+
+
+@dataclass
+class CollectionDiff:
+    """One collection's results, for the console and the summaries."""
+
+    mch: Path
+    outcome: CollectionOutcome
+    table: Optional[details.DetailsTable] = None
+    data_problem: str = ""
+    asm_dir: Optional[Path] = None
+    aggregates: Optional["asm_model.CollectionAggregates"] = None
+    pick: Optional["asm_analysis.ContextPick"] = None
+    examples: List["asm_model.ExampleDiff"] = field(default_factory=list)
+    analyze_markdown: str = ""
+    listing_failures: List[dasm_gen.ListingFailure] = field(default_factory=list)
+    has_diffs: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome.failed or bool(self.data_problem) or bool(self.listing_failures)
+
+    def failure_reason(self) -> str:
+        if self.outcome.failed:
+            return self.outcome.verdict.message
+        if self.data_problem:
+            return self.data_problem
+        if self.listing_failures:
+            return f"{len(self.listing_failures)} listing(s) could not be generated"
+        return ""
+
+
+# ---------------------------------------------------------------- the command
+
+def run_asmdiffs(args: argparse.Namespace) -> int:
+    settings = config.resolve_settings(args, "Checked")
+    options = RunOptions.from_args(args)
+    flags = AsmdiffsFlags.from_args(args)
+    config.start_logging(args, settings)
+    superpmi = config.find_tool("superpmi", settings)
+    jits = jit_pair.resolve_jit_pair(args, settings, options.jit_name)
+    pair = jit_pair.user_jit_options(args, superpmi_tool.asmdiffs_replay_options(flags.align_loops))
+    collections = mch_sources.resolve_collections(args, settings)
+    log.info("Base JIT: %s", jits.base)
+    log.info("Diff JIT: %s", jits.diff)
+    results: List[CollectionDiff] = []
+    with fsutil.temporary_directory(prefix="spmi-asmdiffs-", keep=options.skip_cleanup) as temp_dir:
+        job = Job(settings, options, flags, superpmi, settings.core_root or superpmi.parent, jits.base, jits.diff,
+                  pair, jits.baseline, jits.base_info, jits.diff_info, temp_dir)
+        for index, mch in enumerate(collections):
+            work = temp_dir / str(index)
+            work.mkdir()
+            results.append(diff_collection(job, mch, work))
+        summary_files = [] if flags.diff_with_release else write_summaries(job, results, collections)
+    return finish(results, summary_files)
+
+
+def finish(results: Sequence[CollectionDiff], summary_files: Sequence[Path]) -> int:
+    all_asserts = [a for r in results for a in r.outcome.asserts]
+    if all_asserts:
+        log.info("")
+        log.info("All asserts:")
+        replay_steps.report_asserts(all_asserts)
+    log.info("")
+    log.info("Asm diffs summary:")
+    for path in summary_files:
+        log.info("  Summary Markdown file: %s" if path.suffix == ".md" else "  Summary JSON file: %s", path)
+    failed = [r for r in results if r.failed]
+    if failed:
+        log.info("  Replay failures in %d MCH files:", len(failed))
+        for r in failed:
+            log.info("    %s", r.mch)
+    with_diffs = [r for r in results if r.has_diffs]
+    if with_diffs:
+        log.info("  Asm diffs in %d MCH files:", len(with_diffs))
+        for r in with_diffs:
+            log.info("    %s", r.mch)
+    else:
+        log.info("  No asm diffs")
+    if failed:
+        reasons = "; ".join(f"{r.mch.name}: {r.failure_reason()}" for r in failed)
+        log.error("asmdiffs failed for %d of %d collections (%s)", len(failed), len(results), reasons)
+        return 1
+    return 0
+
+
+# ---------------------------------------------------------------- one collection
+
+def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
+    files = superpmi_tool.run_files(work, mch, job.options)
+    argv = superpmi_tool.build_asmdiffs_argv(job.superpmi, job.base_jit, job.diff_jit, mch, files, job.options,
+                                             job.settings.arch, job.settings.target_arch, job.jit_options,
+                                             ignore_stored_config=job.flags.diff_with_release)
+    log.info("")
+    log.info("Running asm diffs of %s", mch)
+    log.info("Invoking: %s", runner.format_command(argv, job.settings.host_os))
+    run = superpmi_tool.run_superpmi(argv, job.core_root, job.options.timeout)
+    table, problem = load_table(files.details_csv, run)
+    outcome = replay_steps.finish_run(run, mch, files, diff_mode=True, timeout=job.options.timeout,
+                                diff_with_release=job.flags.diff_with_release, table=table)
+    result = CollectionDiff(mch, outcome, table, problem)
+    if problem:
+        (log.error if not outcome.failed else log.warning)("%s", problem)
+    if outcome.verdict.kind == superpmi_tool.FAILURES and job.options.produce_repro:
+        command = replay_steps.repro_command_prefix(job.superpmi, job.settings, job.options,
+                                              job.jit_options.side("diff"), job.diff_jit)
+        replay_steps.attach_repros(outcome, work, job.settings, mch, command, job.flags.tag)
+    replay_steps.emit_azdo_issues(outcome)
+    if table is None:
+        return result
+    table.rows.sort(key=lambda row: row.context)  # parallel order is not deterministic
+    analyze_collection(job, result, work)
+    return result
+
+
+def load_table(path: Path, run: superpmi_tool.SuperpmiRun) -> Tuple[Optional[details.DetailsTable], str]:
+    """The details CSV, or None with a reason: missing/malformed fail the collection, header-only is "no data"."""
+    try:
+        return details.read_details_csv(path, metrics=ANALYSED_METRICS), ""
+    except details.DetailsError as exc:
+        if exc.kind == "empty":
+            log.warning("No data: %s", exc)
+            return None, ""
+        if run.timed_out or (run.result is not None and (run.result.outcome.crashed or run.result.code < 0)):
+            log.debug("%s", exc)
+            return None, ""  # the exit verdict is the reason
+        return None, f"details CSV unusable: {exc}"
+
+
+def analyze_collection(job: Job, result: CollectionDiff, work: Path) -> None:
+    """Console totals, then (when there are diffs) listings, jit-analyze, git diff and example diffs."""
+    assert result.table is not None
+    aggregates = asm_analysis.aggregate_table(result.table)
+    result.aggregates = aggregates
+    for line in steps.totals_lines(console_totals(aggregates)):
+        log.info("%s", line)
+    diff_rows = asm_analysis.diff_list(result.table)
+    if not diff_rows:
+        return
+    result.has_diffs = True
+    if job.flags.diff_with_release:
+        return
+    pick = asm_analysis.pick_contexts(result.table, list(job.flags.metrics))
+    result.pick = pick
+    result.asm_dir = new_output_dir(job, "asm", result.mch)
+    env = dasm_gen.listing_env(job.flags.gcinfo, job.flags.debuginfo)
+    listings = generate(job, result, work, pick.contexts, env, result.asm_dir, ".dasm", batched=True)
+    result.listing_failures = list(listings.failures)
+    for failure in listings.failures:
+        log.error("Listing failed: %s", failure.describe())
+    log.info("Listings of %d contexts in %s (%d superpmi processes)", len(pick.contexts), result.asm_dir,
+             listings.processes)
+    if job.flags.diff_jit_dump:
+        dump_dir = new_output_dir(job, "jitdump", result.mch)
+        dump_env = dasm_gen.listing_env(job.flags.gcinfo, job.flags.debuginfo, jitdump=True)
+        dumps = generate(job, result, work, pick.contexts, dump_env, dump_dir, ".txt", batched=False)
+        result.listing_failures += dumps.failures
+        log.info("JitDump files in %s", dump_dir)
+    for line in steps.replay_instruction_lines(env, job.superpmi, listing_flags(job), job.diff_jit, result.mch,
+                                               job.settings.host_os):
+        log.info("%s", line)
+    base_files, diff_files = listings.files("base"), listings.files("diff")
+    if not textual_diff_contexts(base_files, diff_files):
+        log.warning("%s", steps.NO_TEXTUAL_DIFFS)
+    else:
+        result.analyze_markdown = run_jit_analyze(job, result, aggregates, len(pick.contexts) < len(diff_rows))
+    if job.flags.git_diff:
+        run_git_diff(job, result.asm_dir)
+    result.examples = collect_examples(job, result, pick, base_files, diff_files, env)
+
+
+def textual_diff_contexts(base_files: Dict[int, Path], diff_files: Dict[int, Path]) -> List[int]:
+    """Contexts whose base and diff listings differ byte-wise (both present)."""
+    return [context for context in sorted(set(base_files) & set(diff_files))
+            if base_files[context].read_bytes() != diff_files[context].read_bytes()]
+
+
+def console_totals(aggregates: "asm_model.CollectionAggregates") -> steps.ConsoleTotals:
+    overall, stats = aggregates.overall, aggregates.diff_stats
+    return steps.ConsoleTotals(overall.base_code_bytes, overall.diff_code_bytes, overall.base_perfscore,
+                               overall.diff_perfscore, overall.relative_geomean, overall.relative_geomean_diffs,
+                               stats.contexts_with_diffs, stats.size_improvements, stats.size_regressions,
+                               stats.size_same)
+
+
+def listing_flags(job: Job) -> List[str]:
+    flags = superpmi_tool.target_flags(job.settings.arch, job.settings.target_arch)
+    if job.options.altjit:
+        flags += superpmi_tool.altjit_flags(two_jits=False)
+    return flags
+
+
+def new_output_dir(job: Job, kind: str, mch: Path) -> Path:
+    path = fsutil.unique_dir_path(job.settings.spmi_location / superpmi_tool.output_dir_name(kind, mch, job.flags.tag))
+    for attempt in range(100):
+        try:
+            path.mkdir(parents=True)
+            return path
+        except FileExistsError:  # another run took the name meanwhile
+            path = fsutil.unique_dir_path(path)
+    raise SuiteError(f"cannot create a new directory like {path}")
+
+
+def generate(job: Job, result: CollectionDiff, work: Path, contexts: Sequence[int], env: Dict[str, str],
+             out_dir: Path, extension: str, batched: bool) -> dasm_gen.ListingReport:
+    assert result.table is not None
+    wanted = set(contexts)
+    expected: Dict[int, dasm_gen.ExpectedMethod] = {}
+    for row in result.table.rows:
+        if row.context in wanted and row.context not in expected:
+            expected[row.context] = dasm_gen.ExpectedMethod(row.method_name, row.tier)
+    setup = dasm_gen.ListingSetup(superpmi=job.superpmi, core_root=job.core_root, mch=result.mch,
+                                  host_arch=job.settings.arch, target_arch=job.settings.target_arch,
+                                  altjit=job.options.altjit, forced=job.jit_options.forced, env=env,
+                                  scratch_dir=work / f"listings{extension}", timeout=job.options.timeout,
+                                  extension=extension)
+    base_sizes = {row.context: int(row.base(details.CODE_BYTES)) for row in result.table.rows
+                  if row.context in wanted}
+    sides = [dasm_gen.JitSide("base", job.base_jit, job.jit_options.side("base"), out_dir / "base",
+                              strict_names=False, sizes=base_sizes),
+             dasm_gen.JitSide("diff", job.diff_jit, job.jit_options.side("diff"), out_dir / "diff")]
+    return dasm_gen.generate_listings(setup, sides, contexts, expected, job.options.worker_count(), batched=batched)
+
+
+def jit_analyze_tool(host_os: str) -> Optional[str]:
+    return shutil.which(platforms.exe_name("jit-analyze", host_os)) or shutil.which("jit-analyze")
+
+
+def diffed_totals(aggregates: "asm_model.CollectionAggregates", metric: str) -> Dict[str, float]:
+    overall = aggregates.overall
+    if metric == details.PERFSCORE:
+        return {"base": overall.base_perfscore, "diff": overall.diff_perfscore}
+    return {"base": overall.base_code_bytes, "diff": overall.diff_code_bytes}
+
+
+def run_jit_analyze(job: Job, result: CollectionDiff, aggregates: "asm_model.CollectionAggregates",
+                    subset: bool) -> str:
+    assert result.asm_dir is not None
+    override = steps.override_metric(job.flags.metrics)
+    totals = diffed_totals(aggregates, override) if override else None
+    real = jit_analyze_tool(job.settings.host_os)
+    argv = steps.jit_analyze_argv(real or "jit-analyze", result.asm_dir, job.flags.metrics or (), totals, subset)
+    job.analyzer = "jit-analyze" if real else "built-in"
+    if real:
+        log.info("Using jit-analyze from PATH: %s", real)
+        run = runner.run(argv)
+        output = run.stdout + run.stderr
+    else:
+        log.info("jit-analyze is not on PATH; using the built-in equivalent (jitanalyze.py)")
+        log.debug("Invoking (built-in): %s", runner.format_command(argv, job.settings.host_os))
+        out, err = io.StringIO(), io.StringIO()
+        analyzer_cli.run_cli(argv[1:], stdout=out, stderr=err)
+        output = out.getvalue() + err.getvalue()
+    for line in output.splitlines():
+        log.info("%s", line)
+    summary = result.asm_dir / "summary.md"
+    try:
+        return summary.read_text(encoding="utf-8")
+    except OSError:
+        log.warning("jit-analyze wrote no %s", summary)
+        return ""
+
+
+def run_git_diff(job: Job, asm_dir: Path) -> None:
+    git = shutil.which("git")
+    if git is None:
+        log.warning("--git_diff: %s", steps.GIT_NOT_FOUND)
+        return
+    run = runner.run(steps.git_diff_argv(git, asm_dir))
+    if run.code in (0, 1):
+        log.info("Git diff written to %s", asm_dir / "asm_diffs.diff")
+    else:
+        log.warning("git diff failed (%s): %s", run.outcome.describe(), run.stderr.strip().splitlines()[:1])
+
+
+def collect_examples(job: Job, result: CollectionDiff, pick: "asm_analysis.ContextPick", base_files: Dict[int, Path],
+                     diff_files: Dict[int, Path], env: Dict[str, str]) -> List["asm_model.ExampleDiff"]:
+    """Example diffs (§12.10 item 3) with their `superpmi -c N` command lines."""
+    git = shutil.which("git")
+    examples = []
+    for kind, rows in ((IMPROVEMENT, pick.improvement_examples), (REGRESSION, pick.regression_examples)):
+        for row in rows:
+            base, diff = base_files.get(row.context), diff_files.get(row.context)
+            if base is None or diff is None:
+                continue
+            title = asm_analysis.listing_title(base.read_bytes().split(b"\n", 1)[0].decode("utf-8", errors="replace"))
+            if git is None:
+                text = asm_markdown.example_diff_text(None, None, git_found=False)
+            else:
+                run = runner.run(steps.example_diff_argv(git, base, diff), log_output=False)
+                text = asm_markdown.example_diff_text(run.stdout, run.code)
+            command = steps.example_superpmi_command(
+                job.superpmi, job.diff_jit, result.mch, row.context, job.settings.arch, job.settings.target_arch,
+                job.options.altjit, job.jit_options.forced, job.jit_options.side("diff"), env, job.settings.host_os)
+            examples.append(asm_analysis.example_from_row(row, kind, title, text, command))
+    return examples
+
+
+# ---------------------------------------------------------------- summaries
+
+def collection_report(job: Job, result: CollectionDiff) -> "asm_model.CollectionReport":
+    outcome = result.outcome
+    status = asm_model.ReplayStatus(failed=result.failed, reason=result.failure_reason(),
+                                 exit_code=outcome.exit_code if outcome.failed else None,
+                                 missing_contexts=outcome.counts.missing, no_data=result.table is None)
+    shown = superpmi_tool.ASSERT_INSTANCES_SHOWN
+    groups = [asm_model.AssertGroup(g.key, g.count,
+                                 [asm_model.AssertInstance(a.context, a.il_size) for a in g.sorted_instances()[:shown]])
+              for g in superpmi_tool.group_asserts(outcome.asserts)]
+    return asm_model.CollectionReport(name=result.mch.name,
+                                   aggregates=result.aggregates or asm_model.CollectionAggregates(),
+                                   examples=list(result.examples), jit_analyze_markdown=result.analyze_markdown,
+                                   status=status, asserts=groups, repro_commands=failure_repro_commands(job, result))
+
+
+def failure_repro_commands(job: Job, result: CollectionDiff) -> List[str]:
+    """Paste-ready commands for the failing contexts: the repro `.mc` files, else `-c N` runs."""
+    outcome = result.outcome
+    if outcome.repros:
+        prefix = replay_steps.repro_command_prefix(job.superpmi, job.settings, job.options, job.jit_options.side("diff"),
+                                             job.diff_jit)
+        return [runner.format_command(prefix + [str(path)], job.settings.host_os) for path in outcome.repros]
+    return [runner.format_command(steps.context_repro_argv(job.superpmi, job.base_jit, job.diff_jit, result.mch,
+                                                           context, job.settings.arch, job.settings.target_arch,
+                                                           job.options.altjit, job.jit_options),
+                                   job.settings.host_os)
+            for context in outcome.failing_contexts]
+
+
+def build_summary(job: Job, results: Sequence[CollectionDiff], collections: Sequence[Path]) -> "asm_model.AsmDiffsSummary":
+    settings, flags = job.settings, job.flags
+    inputs = steps.ReproInputs(arch=settings.arch, target_os=settings.target_os, target_arch=settings.target_arch,
+                               diff_jit=job.diff_jit, base_jit=job.base_jit, base_git_hash=job.choice.git_hash,
+                               collections=collections, jit_options=list(job.jit_options.shared),
+                               base_jit_options=list(job.jit_options.base_only),
+                               diff_jit_options=list(job.jit_options.diff_only),
+                               metrics=flags.metrics, align_loops=flags.align_loops, altjit=job.options.altjit,
+                               jit_name=job.options.jit_name, gcinfo=flags.gcinfo, debuginfo=flags.debuginfo,
+                               core_root=settings.core_root)
+    return asm_model.AsmDiffsSummary(
+        target_os=settings.target_os, target_arch=settings.target_arch, host_os=settings.host_os,
+        host_arch=settings.arch, base_jit_path=str(job.base_jit), diff_jit_path=str(job.diff_jit),
+        jit_options=asm_model.JitOptions(list(job.jit_options.shared), list(job.jit_options.base_only),
+                                      list(job.jit_options.diff_only)),
+        baseline=describe_baseline(job), analyzer=job.analyzer,
+        repro_command=steps.asmdiffs_command_line(inputs, settings.host_os),
+        collections=[collection_report(job, r) for r in results])
+
+
+def describe_baseline(job: Job) -> str:
+    text = job.choice.describe()
+    if job.choice.git_hash and job.choice.tried:
+        text += f"; hashes tried: {' '.join(job.choice.tried)}"
+    for what, info in (("base", job.base_info), ("diff", job.diff_info)):
+        if info is not None:
+            text += f"; {what} JIT built by {info.describe()}"
+    return text
+
+
+def write_summaries(job: Job, results: Sequence[CollectionDiff], collections: Sequence[Path]) -> List[Path]:
+    """`diff_summary[.N].md` + `diff_short_summary[.N].md` (or one `.json`), new names, temp-then-rename."""
+    if not results:
+        return []
+    summary = build_summary(job, results, collections)
+    directory = job.settings.spmi_location
+    directory.mkdir(parents=True, exist_ok=True)
+    long_path, short_path = outputs.summary_paths(directory, "diff", job.flags.summary_as_json)
+    if job.flags.summary_as_json:
+        fsutil.atomic_write_text(long_path, summary.to_json())
+        return [long_path]
+    assert short_path is not None
+    fsutil.atomic_write_text(long_path, asm_overall.render_long_within(summary))
+    fsutil.atomic_write_text(short_path, asm_overall.render_short_within(summary))
+    return [long_path, short_path]

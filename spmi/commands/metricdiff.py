@@ -1,0 +1,435 @@
+"""`superpmi.py tpdiff` and `superpmi.py memdiff` (docs/contracts.md §10, §12.6, §12.7, §12.11, §12.12).
+
+Both replay every collection in diff mode through a baseline and a diff release
+JIT, read the details CSV and diff metrics per collection:
+
+* tpdiff — instructions executed inside each JIT, counted by PIN
+  (`pin -follow_execv -t <pintool> -quiet -- superpmi …`, `JitReportMetrics=0` forced);
+* memdiff — every JIT metric (`JitReportMetrics=1` forced), focused on
+  `BytesAllocated` (or `-metric NAME`), with a gate: exit 2 when a collection's
+  Overall or FullOpts `BytesAllocated` grows by at least `-memdiff_threshold` %.
+
+Exit codes: 0 ok; 1 a replay without usable data (-1, -2, crash, timeout), no results
+at all, or an error; 2 memdiff gate crossed (only when nothing failed).
+Aggregation and rendering live in `metricdiff_model` / `metricdiff_report`."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+from dataclasses import dataclass
+from itertools import compress
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
+
+from spmi.base import cioutput, config, errors, fsutil, runner
+from spmi.base.errors import SuiteError
+from spmi.formats import details
+from spmi.reports import metric_markdown as report
+from spmi.reports import metric_model as model
+from spmi.reports.metric_model import BYTES_ALLOCATED, INSTRUCTIONS, MEMDIFF, TPDIFF, MetricDiffRun
+from spmi.sources import baseline, mch_sources
+from spmi.steps import jit_pair, replay_steps
+from spmi.tools import jit_build, superpmi_tool
+from spmi.tools.superpmi_tool import JitPairOptions, RunFiles, RunOptions
+
+if TYPE_CHECKING:  # PIN is for tpdiff only: imported where used
+    from spmi.tools import pintools
+from spmi.steps.outputs import summary_paths
+
+log = logging.getLogger("superpmi")
+
+EXIT_OK, EXIT_FAILURE, EXIT_GATE = 0, 1, 2
+NO_DATA_KINDS = ("fatal", "jit_init", "crash", "unknown", "timeout")
+
+
+def threshold_value(text: str) -> float:
+    """`-memdiff_threshold`: a non-negative finite percentage."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number (a percentage such as 25; 0 disables)") from None
+    if math.isnan(value) or math.isinf(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"'{text}' must be a percentage of 0 or more (0 disables)")
+    return value
+
+
+def _add_command(subparsers: argparse._SubParsersAction, name: str, help_text: str,
+                 description: str) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(name, parents=[config.common_options(), config.target_options()],
+                                   help=help_text, description=description)
+    jit_pair.add_jit_pair_options(parser)
+    baseline.add_baseline_options(parser)
+    superpmi_tool.add_run_options(parser)
+    mch_sources.add_collection_options(parser)
+    parser.add_argument("--summary_as_json", action="store_true",
+                        help=f"write {name}_summary.json (for `summarize`) instead of markdown")
+    return parser
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    tp = _add_command(subparsers, TPDIFF, "measure JIT throughput differences with PIN",
+                      "Count instructions executed inside the base and diff JITs (PIN clrjit_inscount) "
+                      "while replaying collections; x86/x64 hosts only.")
+    tp.add_argument("-pin_path", metavar="FILE_OR_DIR",
+                    help="pin executable or PIN package directory (default: spmi_location/pintools/1.0/<os>, "
+                         "downloaded when missing)")
+    tp.set_defaults(func=run_tpdiff)
+    mem = _add_command(subparsers, MEMDIFF, "measure JIT memory (and other metric) differences",
+                       "Diff the JIT metrics (BytesAllocated first) of the base and diff JITs while replaying "
+                       "collections; fail (exit 2) when BytesAllocated grows by -memdiff_threshold % or more.")
+    mem.add_argument("-memdiff_threshold", type=threshold_value, default=report.DEFAULT_THRESHOLD, metavar="PCT",
+                     help="exit 2 when a collection's Overall or FullOpts BytesAllocated grows by at least "
+                          "PCT %% (default 25; 0 disables)")
+    mem.add_argument("-metric", metavar="NAME",
+                     help="metric to focus on instead of BytesAllocated (any Base X/Diff X column, e.g. PerfScore)")
+    mem.set_defaults(func=run_memdiff)
+
+
+def report_metrics_option(enabled: bool) -> str:
+    return f"JitReportMetrics={1 if enabled else 0}"
+
+
+def build_metric_argv(superpmi: Path, base_jit: Path, diff_jit: Path, mch: str, details_csv: Optional[Path],
+                      options: RunOptions, host_arch: str, target_arch: str, jit_options: JitPairOptions,
+                      report_metrics: bool, pin: Optional[pintools.PinTool]) -> List[str]:
+    """§12.6 tpdiff/memdiff: `[pin … --] superpmi -applyDiff -v ewi -details <csv> [-target] [altjit]
+    -jitoption force JitReportMetrics=N [-jitoption …] -jit2option force JitReportMetrics=N [-jit2option …]
+    [par] [common] <base jit> <diff jit> <mch>`."""
+    argv = pin.command_prefix() if pin is not None else []
+    argv += [str(superpmi), "-applyDiff", "-v", "ewi"]
+    if details_csv is not None:
+        argv += ["-details", str(details_csv)]
+    argv += superpmi_tool.target_flags(host_arch, target_arch)
+    if options.altjit:
+        argv += superpmi_tool.altjit_flags(two_jits=True)
+    forced = [report_metrics_option(report_metrics)]
+    argv += superpmi_tool.option_flags("-jitoption", forced, force=True)
+    argv += superpmi_tool.option_flags("-jitoption", jit_options.side("base"))
+    argv += superpmi_tool.option_flags("-jit2option", forced, force=True)
+    argv += superpmi_tool.option_flags("-jit2option", jit_options.side("diff"))
+    argv += superpmi_tool.parallel_flags(options) + superpmi_tool.common_flags(options)
+    argv += [str(base_jit), str(diff_jit), mch]
+    return argv
+
+
+def repro_template(superpmi: Path, base_jit: Path, diff_jit: Path, options: RunOptions, host_arch: str,
+                   target_arch: str, jit_options: JitPairOptions, report_metrics: bool,
+                   pin: Optional[pintools.PinTool], host_os: str) -> str:
+    """`[pin … --] superpmi -applyDiff … -c N <base jit> <diff jit> <collection>` for one context."""
+    single = RunOptions(sequential=True, compile_list="N", altjit=options.altjit)
+    argv = build_metric_argv(superpmi, base_jit, diff_jit, "", Path("details.csv"), single, host_arch,
+                             target_arch, jit_options, report_metrics, pin)
+    return runner.format_command(argv[:-1], host_os) + " <collection>"
+
+
+def summary_options(shared: Sequence[str], specific: Sequence[str]) -> List[str]:
+    """Options shown in the summary: `-jitoption` values first, then side-specific ones (§12.10)."""
+    return list(shared) + list(specific)
+
+
+def write_run_summaries(run: MetricDiffRun, directory: Path, as_json: bool) -> List[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    long_path, short_path = summary_paths(directory, run.kind, as_json)
+    if as_json:
+        fsutil.atomic_write_text(long_path, json.dumps(model.run_to_json(run), indent=1, allow_nan=False) + "\n")
+        return [long_path]
+    assert short_path is not None
+    write_markdown(run, long_path, short_path)
+    return [long_path, short_path]
+
+
+def write_markdown(run: MetricDiffRun, long_path: Path, short_path: Path) -> None:
+    fsutil.atomic_write_text(long_path, report.render(run, True, details.metric_direction))
+    fsutil.atomic_write_text(short_path, report.render(run, False, details.metric_direction))
+
+
+def build_record(path: Path) -> model.BuildRecord:
+    info = jit_build.read_build_info(path)
+    if info is None:
+        return model.BuildRecord(decoded=False)
+    return model.BuildRecord(decoded=True, compiler=info.compiler, native_pgo=info.native_pgo,
+                             text=info.describe())
+
+
+def log_build_warnings(base: model.BuildRecord, diff: model.BuildRecord) -> None:
+    for kind, message in model.build_warnings(base, diff):
+        log.warning("Warning: %s", message)
+        if kind == "compiler":
+            log.warning("Base JIT's compiler: %s", base.compiler)
+            log.warning("Diff JIT's compiler: %s", diff.compiler)
+
+
+@dataclass
+class MetricJob:
+    """What a tpdiff/memdiff run needs besides the collections."""
+
+    kind: str
+    focus: str
+    settings: config.Settings
+    options: RunOptions
+    superpmi: Path
+    core_root: Path
+    base_jit: Path
+    diff_jit: Path
+    jit_options: JitPairOptions
+    pin: Optional[pintools.PinTool]
+
+    @property
+    def report_metrics(self) -> bool:
+        return self.kind == MEMDIFF
+
+
+def run_tpdiff(args: argparse.Namespace) -> int:
+    return run_metric_command(args, TPDIFF)
+
+
+def run_memdiff(args: argparse.Namespace) -> int:
+    return run_metric_command(args, MEMDIFF)
+
+
+def run_metric_command(args: argparse.Namespace, kind: str) -> int:
+    settings = config.resolve_settings(args, "Release")
+    if kind == TPDIFF:
+        from spmi.tools import pintools
+        pintools.check_throughput_host(settings.arch)
+    options = RunOptions.from_args(args)
+    config.start_logging(args, settings)
+    job = prepare_job(args, settings, options, kind)
+    run = MetricDiffRun(kind=kind, focus=job.focus,
+                        base_jit_options=summary_options(job.jit_options.shared, job.jit_options.base_only),
+                        diff_jit_options=summary_options(job.jit_options.shared, job.jit_options.diff_only))
+    if kind == TPDIFF:
+        run.base_build, run.diff_build = build_record(job.base_jit), build_record(job.diff_jit)
+        log_build_warnings(run.base_build, run.diff_build)
+    else:
+        run.threshold = args.memdiff_threshold
+    run.repro = repro_template(job.superpmi, job.base_jit, job.diff_jit, options, settings.arch,
+                               settings.target_arch, job.jit_options, job.report_metrics, job.pin, settings.host_os)
+    collections = mch_sources.resolve_collections(args, settings)
+    with fsutil.temporary_directory(prefix=f"spmi-{kind}-", keep=options.skip_cleanup) as temp_dir:
+        for index, mch in enumerate(collections):
+            work_dir = temp_dir / str(index)
+            work_dir.mkdir()
+            diff_collection(job, mch, work_dir, run)
+    return finish(run, settings, bool(getattr(args, "summary_as_json", False)))
+
+
+def prepare_job(args: argparse.Namespace, settings: config.Settings, options: RunOptions,
+                kind: str) -> MetricJob:
+    superpmi = config.find_tool("superpmi", settings)
+    core_root = settings.core_root or superpmi.parent
+    jits = jit_pair.resolve_jit_pair(args, settings, options.jit_name)
+    base_jit, diff_jit = jits.base, jits.diff
+    jit_options = jit_pair.user_jit_options(args)
+    pin = None
+    if kind == TPDIFF:
+        from spmi.tools import pintools
+        pin = pintools.resolve_pin(getattr(args, "pin_path", None), settings.spmi_location, settings.host_os,
+                                   settings.arch, getattr(args, "storage_url", None), settings.show_progress)
+        log.info("Using pin %s with pintool %s", pin.pin, pin.pintool)
+    focus = INSTRUCTIONS if kind == TPDIFF else (getattr(args, "metric", None) or BYTES_ALLOCATED)
+    log.info("Base JIT: %s", base_jit)
+    log.info("Diff JIT: %s", diff_jit)
+    return MetricJob(kind, focus, settings, options, superpmi, core_root, base_jit, diff_jit, jit_options, pin)
+
+
+def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRun) -> None:
+    """Replay one collection, interpret the exit code, aggregate the CSV into `run`."""
+    # superpmi runs in Core_Root: every path it gets must be absolute
+    mch = mch.resolve()
+    files = RunFiles(fail_mcl=work_dir / f"{mch.name}_fail.mcl",
+                     details_csv=superpmi_tool.details_csv_path(job.options.details, mch, work_dir).resolve())
+    argv = build_metric_argv(job.superpmi, job.base_jit, job.diff_jit, str(mch), files.details_csv, job.options,
+                             job.settings.arch, job.settings.target_arch, job.jit_options, job.report_metrics,
+                             job.pin)
+    log.info("")
+    log.info("%s %s", "Measuring throughput of" if job.kind == TPDIFF else "Measuring JIT metrics of", mch)
+    log.info("Invoking: %s", runner.format_command(argv, job.settings.host_os))
+    spmi_run = run_measurement(argv, job.core_root, job.options.timeout)
+    table = interpret_run(spmi_run, mch, files, job, run)
+    if table is None:
+        return
+    if job.kind == TPDIFF:
+        diff_throughput(job, mch, table, run)
+    else:
+        diff_memory(job.focus, mch, table, run)
+
+
+def run_measurement(argv: Sequence[str], core_root: Path, timeout: Optional[float]) -> superpmi_tool.SuperpmiRun:
+    """One superpmi (or pin) process, as `superpmi_tool.run_superpmi`, but its output (hundreds of
+    `<ASM_DIFF>` lines per collection) goes to the log as one block instead of a record per line."""
+    try:
+        result = runner.run(argv, cwd=core_root, timeout=timeout, log_output=False)
+    except errors.ToolTimeout as exc:
+        log.debug("%s", exc)
+        return superpmi_tool.SuperpmiRun(list(argv), None, None, timed_out=True, timeout_message=str(exc))
+    for stream in (result.stdout, result.stderr):
+        if stream.strip():
+            log.debug("%s", stream.rstrip("\n"))
+    return superpmi_tool.SuperpmiRun(list(argv), None, result)
+
+
+def interpret_run(spmi_run: superpmi_tool.SuperpmiRun, mch: Path, files: RunFiles, job: MetricJob,
+                  run: MetricDiffRun) -> Optional[details.DetailsTable]:
+    """§12.7 for tpdiff/memdiff: -1/-2/crash/timeout leave no usable data (a failure); otherwise
+    the details CSV is read once, for the result line and the metrics."""
+    if spmi_run.timed_out:
+        verdict = superpmi_tool.timeout_verdict(job.options.timeout or 0)
+        replay_steps.log_verdict(verdict)
+        run.failures.append(model.CollectionFailure(mch.name, verdict.message))
+        return None
+    assert spmi_run.result is not None
+    outcome = spmi_run.result.outcome
+    verdict = superpmi_tool.interpret_exit(outcome, True, superpmi_tool.ContextCounts())
+    if verdict.kind in NO_DATA_KINDS:
+        verdict = replay_steps.verdict_with_reason(verdict, spmi_run.stderr)
+        replay_steps.log_verdict(verdict)
+        run.failures.append(model.CollectionFailure(mch.name, verdict.message))
+        return None
+    table = read_table(files.details_csv, [] if job.kind == TPDIFF else None)
+    counts = context_counts(table) if table is not None else superpmi_tool.ContextCounts()
+    replay_steps.log_verdict(superpmi_tool.interpret_exit(outcome, True, counts))
+    if verdict.kind == superpmi_tool.FAILURES:
+        replay_steps.report_asserts(superpmi_tool.parse_asserts(spmi_run.stdout, mch.name))
+    return table
+
+
+def context_counts(table: details.DetailsTable) -> superpmi_tool.ContextCounts:
+    """Contexts replayed and missing (either side, base, diff) for the result line."""
+    base_misses, diff_misses, either = table.miss_counts()
+    return superpmi_tool.ContextCounts(table.row_count, either, base_misses, diff_misses)
+
+
+def read_table(path: Path, metrics: Optional[Sequence[str]] = None) -> Optional[details.DetailsTable]:
+    """The details CSV (only `metrics`, when given); None when superpmi left no data."""
+    try:
+        return details.read_details_csv(path, metrics)
+    except details.DetailsError as exc:
+        if details.is_no_data(exc):
+            log.warning("Warning: no data: %s", exc)
+            return None
+        raise
+
+
+def diff_throughput(job: MetricJob, mch: Path, table: details.DetailsTable, run: MetricDiffRun) -> None:
+    result = model.aggregate_table(mch.name, table, [INSTRUCTIONS], INSTRUCTIONS, model.TPDIFF_MIN_EXAMPLE_DELTA)
+    totals = result.total(INSTRUCTIONS)
+    for line in report.tpdiff_console_lines(result, INSTRUCTIONS):
+        log.info("%s", line)
+    if totals.base == 0 or totals.diff == 0:
+        log.warning("One compilation failed to produce any results")
+        return
+    if any(not example.method for example in result.examples):
+        name_examples(result.examples, job.settings, mch)
+    run.collections.append(result)
+
+
+def parse_dump_map(text: str) -> Dict[int, str]:
+    """`mcs -dumpMap` output → context number → `<class>:<method><signature>`.
+
+    Lines are `%d,<class>:<method>,"<signature>", <flags>, %d`; the name is not quoted and
+    may itself contain commas (generic arguments), so it ends at the last `,"`.
+    """
+    names: Dict[int, str] = {}
+    for line in text.splitlines():
+        number, comma, rest = line.partition(",")
+        if not comma or not number.strip().isdigit():
+            continue  # header or noise
+        quote = rest.rfind(',"')
+        if quote < 0:
+            continue
+        signature = rest[quote + 2:]
+        names[int(number)] = rest[:quote] + signature[:signature.rfind('"')]
+    return names
+
+
+def name_examples(examples: Sequence[model.Example], settings: config.Settings, mch: Path) -> None:
+    """Release JITs measured without metrics report no method names; ask `mcs -dumpMap`."""
+    mcs = config.find_tool("mcs", settings, required=False)
+    if mcs is None:
+        log.debug("mcs not found; example contexts stay without method names")
+        return
+    result = runner.run([mcs, "-dumpMap", mch], log_output=False)
+    if result.code != 0:
+        log.debug("mcs -dumpMap %s failed (%s); example contexts stay without method names", mch,
+                  result.outcome.describe())
+        return
+    names = parse_dump_map(result.stdout)
+    for example in examples:
+        if not example.method:
+            example.method = names.get(example.context, "")
+
+
+def reported_metrics(table: details.DetailsTable) -> List[str]:
+    """Metric columns superpmi wrote (not the ones filled in for older layouts)."""
+    return [m for m in table.metric_names if m not in table.synthesized_metrics]
+
+
+def check_metrics_reported(table: details.DetailsTable, focus: str, source: str) -> List[str]:
+    """The metrics to diff; a clear error when the JITs do not report the focus metric."""
+    metrics = reported_metrics(table)
+    if focus not in metrics:
+        if focus == BYTES_ALLOCATED:
+            raise SuiteError(f"the JITs do not report metrics: {source} has no 'Base {BYTES_ALLOCATED}'/"
+                             f"'Diff {BYTES_ALLOCATED}' columns; memdiff needs release JITs (and a superpmi) "
+                             "that support JitReportMetrics=1")
+        names = ", ".join(metrics) or "none"
+        raise SuiteError(f"-metric {focus}: {source} has no 'Base {focus}'/'Diff {focus}' columns "
+                         f"(metrics reported: {names})")
+    if focus == BYTES_ALLOCATED:
+        succeeded = model.success_mask(table.columns)
+        for side, values in (("base", table.base_column(focus)), ("diff", table.diff_column(focus))):
+            if any(succeeded) and not any(compress(values, succeeded)):
+                raise SuiteError(f"the {side} JIT does not report metrics: {BYTES_ALLOCATED} is 0 for every "
+                                 f"compiled context in {source}; memdiff needs a release JIT that honours "
+                                 "JitReportMetrics=1")
+    return metrics
+
+
+def diff_memory(focus: str, mch: Path, table: details.DetailsTable, run: MetricDiffRun) -> None:
+    metrics = check_metrics_reported(table, focus, mch.name)
+    result = model.aggregate_table(mch.name, table, metrics, focus)
+    for line in report.memdiff_console_lines(result):
+        log.info("%s", line)
+    run.collections.append(result)
+
+
+def finish(run: MetricDiffRun, settings: config.Settings, as_json: bool) -> int:
+    """Summaries, the closing console block, and the exit code (0 ok, 1 failure, 2 memory gate)."""
+    log.info("")
+    if run.collections:
+        written = write_run_summaries(run, settings.spmi_location, as_json)
+        log.info("%s summary:", run.kind)
+        for path in written:
+            log.info("  %s", path)
+    else:
+        log.error("Error: no collection produced %s results; no summary written",
+                  "throughput" if run.kind == TPDIFF else "metric")
+    if run.failures:
+        log.error("  Replay failures in %d MCH files:", len(run.failures))
+        for failure in run.failures:
+            log.error("    %s (%s)", failure.name, failure.reason)
+    breaches = report.gate_breaches(run, run.threshold) if run.kind == MEMDIFF else []
+    for breach in breaches:
+        log.error("Error: memory gate: %s %s %s grew by %s (threshold %s%%)", breach.collection, breach.row,
+                  BYTES_ALLOCATED, report.fmt_pct(breach.pct, direction=report.NEUTRAL),
+                  report.fmt_threshold(run.threshold or 0))
+    emit_azdo_issues(run, breaches)
+    if run.failures or not run.collections:
+        return EXIT_FAILURE
+    return EXIT_GATE if breaches else EXIT_OK
+
+
+def emit_azdo_issues(run: MetricDiffRun, breaches: Sequence[report.GateBreach]) -> None:
+    """Replay failures and gate breaches as AzDO timeline errors (only under AzDO)."""
+    if not cioutput.running_under_azdo():
+        return
+    for failure in run.failures:
+        print(cioutput.azdo_log_issue("error", f"{run.kind}: {failure.name}: {failure.reason}"), flush=True)
+    for breach in breaches:
+        print(cioutput.azdo_log_issue("error", f"memdiff gate: {breach.collection} {breach.row} {BYTES_ALLOCATED} "
+                                              f"{report.fmt_pct(breach.pct, direction=report.NEUTRAL)} "
+                                              f"(threshold {report.fmt_threshold(run.threshold or 0)}%)"),
+              flush=True)

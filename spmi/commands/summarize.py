@@ -1,0 +1,141 @@
+"""`superpmi.py summarize`: merge JSON summaries into markdown (docs/contracts.md §12.13).
+
+`summarize -summary_type asmdiffs|tpdiff|memdiff -summaries <json>… [-output_long_summary_path f]`
+merges several `--summary_as_json` outputs (collections sorted by name) and writes the
+long and short markdown exactly as a single run would. Without an output path the files
+go to `spmi_location` under the usual unique names (`<prefix>_summary[.N].md`,
+`<prefix>_short_summary[.N].md`); with one, the short file sits next to it
+(`…_summary…` → `…_short_summary…`, else `<stem>_short<ext>`) unless
+`-output_short_summary_path` says otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+
+from spmi.base import config, fsutil
+from spmi.base.errors import SuiteError
+from spmi.formats import details
+from spmi.reports import metric_markdown as report
+from spmi.reports import metric_model as model
+from spmi.reports import summaries as asm_summaries
+from spmi.steps import outputs
+
+log = logging.getLogger("superpmi")
+
+SUMMARY_TYPES = ("asmdiffs", "tpdiff", "memdiff")
+#: file-name prefix per summary type (asmdiffs writes diff_summary.md)
+FILE_PREFIX = {"asmdiffs": "diff", "tpdiff": "tpdiff", "memdiff": "memdiff"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "summarize", parents=[config.common_options()],
+        help="merge JSON summaries (--summary_as_json) into long and short markdown",
+        description="Merge asmdiffs/tpdiff/memdiff JSON summaries (collections sorted by name) and write "
+                    "the long and short markdown summaries a single run would write.")
+    parser.add_argument("-summary_type", required=True, choices=SUMMARY_TYPES, help="kind of the summaries")
+    parser.add_argument("-summaries", required=True, nargs="+", metavar="JSON", help="JSON summaries to merge")
+    parser.add_argument("-output_long_summary_path", metavar="FILE",
+                        help="long markdown summary (default: a new <type>_summary.md in spmi_location)")
+    parser.add_argument("-output_short_summary_path", metavar="FILE",
+                        help="short markdown summary (default: next to the long one)")
+    parser.set_defaults(func=run_summarize)
+
+
+# ---------------------------------------------------------------- pure helpers
+
+def short_path_for(long_path: Path) -> Path:
+    """`x/tpdiff_summary.md` → `x/tpdiff_short_summary.md`; `x/out.md` → `x/out_short.md`."""
+    name = long_path.name
+    if "_summary" in name:
+        index = name.rindex("_summary")
+        return long_path.with_name(name[:index] + "_short" + name[index:])
+    return long_path.with_name(f"{long_path.stem}_short{long_path.suffix}")
+
+
+def load_json(path: Path) -> Dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SuiteError(f"summary '{path}' not found") from None
+    except OSError as exc:
+        raise SuiteError(f"cannot read summary '{path}': {exc.strerror}") from None
+    except ValueError as exc:
+        raise SuiteError(f"summary '{path}' is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise SuiteError(f"summary '{path}' is not a JSON summary object")
+    return data
+
+
+def merge_metric_summaries(kind: str, documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> model.MetricDiffRun:
+    runs = []
+    for path, data in documents:
+        found = data.get("summary_type", data.get("kind"))
+        if found != kind:
+            raise SuiteError(f"summary '{path}' is a {found or 'unknown'} summary, not {kind}; "
+                             "pass -summary_type to match")
+        try:
+            runs.append(model.run_from_json(data))
+        except ValueError as exc:
+            raise SuiteError(f"summary '{path}': {exc}") from None
+    try:
+        return model.merge_runs(runs)
+    except ValueError as exc:
+        raise SuiteError(f"cannot merge the summaries: {exc}") from None
+
+
+def render_metric(run: model.MetricDiffRun) -> Tuple[str, str]:
+    return (report.render(run, True, details.metric_direction),
+            report.render(run, False, details.metric_direction))
+
+
+def render_asmdiffs(documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> Tuple[str, str]:
+    """Merge and render asmdiffs JSON summaries with `asmdiffs_report`'s own merge and renderers."""
+    summaries = []
+    for path, data in documents:
+        found = data.get("summary_type", data.get("kind"))
+        if found in ("tpdiff", "memdiff"):
+            raise SuiteError(f"summary '{path}' is a {found} summary, not asmdiffs; pass -summary_type to match")
+        try:
+            summaries.append(asm_summaries.as_summary(data, str(path)))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SuiteError(f"summary '{path}' is not an asmdiffs summary ({exc})") from None
+    merged = asm_summaries.merge_summaries(summaries)
+    return asm_summaries.render_long_summary(merged), asm_summaries.render_short_summary(merged)
+
+
+# ---------------------------------------------------------------- the command
+
+def output_paths(args: argparse.Namespace, kind: str) -> Tuple[Path, Path]:
+    if args.output_long_summary_path:
+        long_path = Path(args.output_long_summary_path).resolve()
+        short = args.output_short_summary_path
+        return long_path, Path(short).resolve() if short else short_path_for(long_path)
+    settings = config.resolve_settings(args)
+    long_path, short_path = outputs.summary_paths(settings.spmi_location, FILE_PREFIX[kind], as_json=False)
+    assert short_path is not None
+    if args.output_short_summary_path:
+        short_path = Path(args.output_short_summary_path).resolve()
+    return long_path, short_path
+
+
+def run_summarize(args: argparse.Namespace) -> int:
+    kind = args.summary_type
+    documents = [(Path(p), load_json(Path(p))) for p in args.summaries]
+    if kind == "asmdiffs":
+        long_text, short_text = render_asmdiffs(documents)
+    else:
+        long_text, short_text = render_metric(merge_metric_summaries(kind, documents))
+    long_path, short_path = output_paths(args, kind)
+    fsutil.atomic_write_text(long_path, long_text)
+    fsutil.atomic_write_text(short_path, short_text)
+    print(f"Wrote {long_path}")
+    print(f"Wrote {short_path}")
+    return 0
+
+
+__all__: List[str] = ["register", "run_summarize", "short_path_for", "merge_metric_summaries"]

@@ -1,0 +1,250 @@
+"""What the superpmi-asmdiffs pipeline's pieces agree on (docs/contracts.md §12.15, §12.16).
+
+The Helix partitions of each host queue, the diff types a work item can run,
+the names of the files a work item leaves for upload, the placeholders for
+files it could not produce and the payload layout. The setup script, the
+work-item driver and the summarize script all import this module (it ships in
+the correlation payload like every other top-level script), so a name is
+defined exactly once. Everything here is pure.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from spmi.base import platforms
+
+HOST_ARCHES = ("x64", "x86")
+
+DRIVER_SCRIPT = "superpmi_asmdiffs.py"
+SETUP_SCRIPT = "superpmi_asmdiffs_setup.py"
+SUMMARIZE_SCRIPT = "superpmi_asmdiffs_summarize.py"
+SUPERPMI_SCRIPT = "superpmi.py"
+REQUIREMENTS_FILE = "requirements.txt"
+PACKAGE_DIR = "spmi"  # the library package the scripts import; the payload carries it whole
+PIPELINE_MODULE = "spmi/pipeline/common.py"
+
+PROJ_FILE_NAME = "superpmi-asmdiffs.proj"
+WORK_ITEM_TIMEOUT = "2:00:00"
+
+# Payload layout (relative to the correlation payload root).
+BASE_DIR = "base"
+DIFF_DIR = "diff"
+JIT_ANALYZE_DIR = "jit-analyze"
+GIT_DIR = "git"
+GIT_CMD_DIR = "git/cmd"
+PIN_DIR = "pin"                      # the PIN package: pin[.exe], clrjit_inscount_<arch>/<pintool>
+BASELINE_INFO_FILE = "base/baseline.json"
+LOCAL_COLLECTIONS_DIR = "collections"
+SPMI_LOCATION = "artifacts/spmi"
+
+EMPTY_PLACEHOLDER = "<empty>"
+NODIFF_FILE = "nodiff.txt"
+NODIFF_TEXT = "No diffs found!"
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One Helix work item: a target the host's cross JITs generate code for."""
+
+    name: str
+    target_os: str
+    target_arch: str
+
+    @property
+    def host_arch(self) -> str:
+        """x64 for 64-bit targets, x86 for the rest (docs/contracts.md §12.15)."""
+        return work_item_host_arch(self.target_arch)
+
+    def jit_name(self, host_os: str) -> str:
+        """The force-cross JIT name the work item uses (docs/contracts.md §6.1)."""
+        return platforms.jit_file_name(host_os, self.host_arch, self.target_os, self.target_arch,
+                                       force_cross=True)
+
+    @property
+    def label(self) -> str:
+        """`<os>_<arch>`, the suffix of every result file of this partition."""
+        return f"{self.target_os}_{self.target_arch}"
+
+
+PARTITIONS: Dict[str, Tuple[Partition, ...]] = {
+    "x64": (
+        Partition("win-x64", platforms.WINDOWS, "x64"),
+        Partition("win-arm64", platforms.WINDOWS, "arm64"),
+        Partition("linux-x64", platforms.LINUX, "x64"),
+        Partition("linux-arm64", platforms.LINUX, "arm64"),
+        Partition("osx-arm64", platforms.OSX, "arm64"),
+    ),
+    "x86": (
+        Partition("win-x86", platforms.WINDOWS, "x86"),
+        Partition("linux-arm", platforms.LINUX, "arm"),
+    ),
+}
+
+
+def work_item_host_arch(target_arch: str) -> str:
+    return "x64" if target_arch.endswith("64") else "x86"
+
+
+def partitions_for_host(host_arch: str) -> Tuple[Partition, ...]:
+    try:
+        return PARTITIONS[host_arch]
+    except KeyError:
+        raise ValueError(f"no Helix partitions for host arch '{host_arch}'; use one of {', '.join(HOST_ARCHES)}") from None
+
+
+def partition_for_target(target_os: str, target_arch: str) -> Optional[Partition]:
+    for partitions in PARTITIONS.values():
+        for partition in partitions:
+            if partition.target_os == target_os and partition.target_arch == target_arch:
+                return partition
+    return None
+
+
+def required_jit_names(host_os: str, host_arch: str) -> List[str]:
+    """Every JIT file the host's work items load, sorted and unique."""
+    return sorted({p.jit_name(host_os) for p in partitions_for_host(host_arch)})
+
+
+# ---------------------------------------------------------------- diff types
+
+@dataclass(frozen=True)
+class DiffType:
+    """A kind of diff a work item runs; tpdiff and memdiff slot in as rows."""
+
+    name: str            # the superpmi.py subcommand and the result-file infix
+    flavour: str         # JIT build flavour in base/<flavour>, diff/<flavour>
+    spmi_prefix: str     # superpmi.py writes <spmi_prefix>_summary[.N].json|md
+    order: int           # 1_, 2_, 3_ prefix of the overall summary (tab order)
+    title: str           # overall summary heading, `{platform}`/`{arch}` filled in
+    intro: str           # sentence under the heading ('' for none)
+    nothing_found: str   # what the overall summary says when no platform had results
+    wants_dasm_zip: bool
+    uses_pin: bool = False   # runs under PIN: the payload carries the PIN package
+    gate_exit: int = 0       # superpmi.py exit code meaning "a gate was crossed" (0: no gate)
+
+
+DIFF_TYPES: Dict[str, DiffType] = {
+    "asmdiffs": DiffType("asmdiffs", "checked", "diff", 1, "ASM diffs generated on {platform} {arch}", "",
+                         "No asmdiffs found", True),
+    "tpdiff": DiffType("tpdiff", "release", "tpdiff", 2, "Throughput impact on {platform} {arch}",
+                       "The following shows the impact on throughput in terms of number of instructions executed "
+                       "inside the JIT. Negative percentages/lower numbers are better.",
+                       "No throughput diffs found", False, uses_pin=True),
+    "memdiff": DiffType("memdiff", "release", "memdiff", 3, "Memory impact on {platform} {arch}",
+                        "The following shows the impact on memory in terms of bytes allocated by the JIT. "
+                        "Negative percentages/lower numbers are better.",
+                        "No memory diffs found", False, gate_exit=2),
+}
+TYPE_CHOICES = ("asmdiffs", "tpdiff", "memdiff", "all")
+
+
+def expand_types(type_name: str) -> List[DiffType]:
+    """`all` means every type, in pipeline order."""
+    if type_name == "all":
+        return sorted(DIFF_TYPES.values(), key=lambda t: t.order)
+    try:
+        return [DIFF_TYPES[type_name]]
+    except KeyError:
+        raise ValueError(f"unknown diff type '{type_name}'; use one of {', '.join(TYPE_CHOICES)}") from None
+
+
+def flavours_for(types: Sequence[DiffType]) -> List[str]:
+    return sorted({t.flavour for t in types})
+
+
+def pin_files(host_os: str, host_arch: str) -> List[str]:
+    """What a work item of that host arch needs of the PIN package, relative to the payload."""
+    return [f"{PIN_DIR}/{platforms.exe_name('pin', host_os)}",
+            f"{PIN_DIR}/clrjit_inscount_{host_arch}/{platforms.pintool_file_name(host_os)}"]
+
+
+def step_type(step_name: str) -> Optional[str]:
+    """The diff type a driver step belongs to (`memdiff markdown` -> memdiff); None for shared
+    steps such as `download`, which every type depends on."""
+    head = step_name.split(" ", 1)[0]
+    return head if head in DIFF_TYPES else None
+
+
+# ---------------------------------------------------------------- result files
+
+def summary_md_name(type_name: str, target_os: str, target_arch: str) -> str:
+    return f"superpmi_{type_name}_summary_{target_os}_{target_arch}.md"
+
+
+def summary_json_name(type_name: str, target_os: str, target_arch: str) -> str:
+    return f"superpmi_{type_name}_summary_{target_os}_{target_arch}.json"
+
+
+def status_name(target_os: str, target_arch: str) -> str:
+    """The driver's record of its steps, exit codes and baseline (suite extension)."""
+    return f"superpmi_status_{target_os}_{target_arch}.json"
+
+
+def download_log_name(target_os: str, target_arch: str) -> str:
+    return f"superpmi_download_{target_os}_{target_arch}.log"
+
+
+def type_log_name(type_name: str, target_os: str, target_arch: str) -> str:
+    return f"superpmi_{type_name}_{target_os}_{target_arch}.log"
+
+
+def dasm_zip_name(target_os: str, target_arch: str) -> str:
+    return f"Asmdiffs_{target_os}_{target_arch}.zip"
+
+
+def declared_results(partition: Partition, types: Sequence[DiffType]) -> List[str]:
+    """The files a work item MUST leave in its upload root (Helix downloads them)."""
+    os_name, arch = partition.target_os, partition.target_arch
+    names = [download_log_name(os_name, arch), status_name(os_name, arch)]
+    for diff_type in types:
+        names += [type_log_name(diff_type.name, os_name, arch),
+                  summary_md_name(diff_type.name, os_name, arch),
+                  summary_json_name(diff_type.name, os_name, arch)]
+    if any(t.wants_dasm_zip for t in types):
+        names.append(dasm_zip_name(os_name, arch))
+    return names
+
+
+def overall_summary_name(type_name: str, platform: str, arch: str, short: bool = False) -> str:
+    """`1_overall_asmdiffs_summary_windows_x64.md` (prefix orders the AzDO tabs)."""
+    diff_type = DIFF_TYPES[type_name]
+    kind = "short_summary" if short else "summary"
+    return f"{diff_type.order}_overall_{type_name}_{kind}_{platform}_{arch}.md"
+
+
+_RESULT_NAME_RE = re.compile(r"^superpmi_(asmdiffs|tpdiff|memdiff)_summary_(.*)_(.*)\.(md|json)$", re.IGNORECASE)
+_STATUS_NAME_RE = re.compile(r"^superpmi_status_(.*)_(.*)\.json$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ResultName:
+    type_name: str
+    target_os: str
+    target_arch: str
+    extension: str
+
+
+def parse_result_name(file_name: str) -> Optional[ResultName]:
+    """Read a result file name case-insensitively (Helix may keep `Linux`, `OSX`)."""
+    match = _RESULT_NAME_RE.match(file_name)
+    if not match or "_short_" in file_name.lower():
+        return None
+    return ResultName(match.group(1).lower(), normalize_os_label(match.group(2)), match.group(3).lower(),
+                      match.group(4).lower())
+
+
+def parse_status_name(file_name: str) -> Optional[Tuple[str, str]]:
+    match = _STATUS_NAME_RE.match(file_name)
+    if not match:
+        return None
+    return normalize_os_label(match.group(1)), match.group(2).lower()
+
+
+def normalize_os_label(text: str) -> str:
+    return platforms.normalize_os(text) or text.lower()
+
+
+def is_placeholder(text: str) -> bool:
+    return text.startswith(EMPTY_PLACEHOLDER)

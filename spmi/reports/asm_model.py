@@ -1,0 +1,404 @@
+"""The asmdiffs run model: what a summary is rendered from (docs/contracts.md §12.9, §12.10, §12.13).
+
+Plain records, filled by the asmdiffs command (aggregates come from
+`asmdiffs_analysis`, texts such as example diffs and jit-analyze output from the
+caller), serialisable to JSON so that partitions run elsewhere can be merged
+and rendered later (`combine_partitions`, `merge_summaries`).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Type, TypeVar
+
+from spmi.base.errors import SuiteError
+
+FORMAT_NAME = "superpmi-asmdiffs-summary"
+FORMAT_VERSION = 1
+
+OVERALL = "Overall"
+MINOPTS = "MinOpts"
+FULLOPTS = "FullOpts"
+ROW_NAMES = (OVERALL, MINOPTS, FULLOPTS)
+
+IMPROVEMENT = "improvement"
+REGRESSION = "regression"
+
+
+# ---------------------------------------------------------------- aggregates
+
+@dataclass
+class Aggregate:
+    """Sums over the rows of one class (Overall, MinOpts or FullOpts) of one collection.
+
+    Counts per side come from every row; the `diffed_*` sums only from rows where
+    both JITs succeeded. `perfscore_log_sum` = Σ ln(max(diff,1) / max(base,1)).
+    """
+
+    base_successes: int = 0
+    base_misses: int = 0
+    base_failures: int = 0
+    diff_successes: int = 0
+    diff_misses: int = 0
+    diff_failures: int = 0
+    diffed_contexts: int = 0
+    contexts_with_diffs: int = 0
+    base_code_bytes: int = 0
+    diff_code_bytes: int = 0
+    base_perfscore: float = 0.0
+    diff_perfscore: float = 0.0
+    base_instructions: int = 0
+    diff_instructions: int = 0
+    perfscore_log_sum: float = 0.0
+
+    @property
+    def base_total(self) -> int:
+        return self.base_successes + self.base_misses + self.base_failures
+
+    @property
+    def diff_total(self) -> int:
+        return self.diff_successes + self.diff_misses + self.diff_failures
+
+    @property
+    def relative_geomean(self) -> float:
+        """Relative PerfScore Geomean over all diffed contexts (1 when none)."""
+        return math.exp(self.perfscore_log_sum / self.diffed_contexts) if self.diffed_contexts else 1.0
+
+    @property
+    def relative_geomean_diffs(self) -> float:
+        """Relative PerfScore Geomean (Diffs) (1 when no contexts with diffs)."""
+        return math.exp(self.perfscore_log_sum / self.contexts_with_diffs) if self.contexts_with_diffs else 1.0
+
+    def plus(self, other: "Aggregate") -> "Aggregate":
+        return Aggregate(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+
+@dataclass
+class DiffListStats:
+    """Improvement/regression counts over the diff list (Overall rows with `Has diff`).
+
+    Size compares `ActualCodeBytes`; PerfScore compares values clamped to >= 1,
+    "same" when they differ by less than 0.01. The log sums are Σ ln(diff/base)
+    over improved and regressed rows.
+    """
+
+    contexts_with_diffs: int = 0
+    size_improvements: int = 0
+    size_regressions: int = 0
+    size_same: int = 0
+    bytes_improved: int = 0       # Σ shrink, positive
+    bytes_regressed: int = 0      # Σ growth
+    perfscore_improvements: int = 0
+    perfscore_regressions: int = 0
+    perfscore_same: int = 0
+    perfscore_improvement_log_sum: float = 0.0
+    perfscore_regression_log_sum: float = 0.0
+
+    @property
+    def improvement_geomean(self) -> float:
+        """Geometric mean of diff/base over improved rows, minus 1 (0 when none)."""
+        count = self.perfscore_improvements
+        return math.exp(self.perfscore_improvement_log_sum / count) - 1 if count else 0.0
+
+    @property
+    def regression_geomean(self) -> float:
+        count = self.perfscore_regressions
+        return math.exp(self.perfscore_regression_log_sum / count) - 1 if count else 0.0
+
+    def plus(self, other: "DiffListStats") -> "DiffListStats":
+        return DiffListStats(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+
+@dataclass
+class CollectionAggregates:
+    """MinOpts and FullOpts sums (Overall is their sum) and the diff-list stats."""
+
+    minopts: Aggregate = field(default_factory=Aggregate)
+    fullopts: Aggregate = field(default_factory=Aggregate)
+    diff_stats: DiffListStats = field(default_factory=DiffListStats)
+
+    @property
+    def overall(self) -> Aggregate:
+        return self.minopts.plus(self.fullopts)
+
+    def row(self, name: str) -> Aggregate:
+        if name == OVERALL:
+            return self.overall
+        if name == MINOPTS:
+            return self.minopts
+        if name == FULLOPTS:
+            return self.fullopts
+        raise ValueError(f"unknown row '{name}'")
+
+    def plus(self, other: "CollectionAggregates") -> "CollectionAggregates":
+        return CollectionAggregates(self.minopts.plus(other.minopts), self.fullopts.plus(other.fullopts),
+                                    self.diff_stats.plus(other.diff_stats))
+
+
+# ---------------------------------------------------------------- per collection
+
+@dataclass
+class AssertInstance:
+    context: int
+    il_size: int
+
+
+@dataclass
+class AssertGroup:
+    """All asserts with one key `<expression> (<file>:<line>)`; `instances` are the first few."""
+
+    key: str
+    count: int
+    instances: List[AssertInstance] = field(default_factory=list)
+
+
+@dataclass
+class ReplayStatus:
+    """How superpmi ended for a collection.
+
+    `failed` with a one-line `reason` (and the exit code when there was one);
+    `missing_contexts` counts MISSING messages; `no_data` means the details CSV
+    was missing or empty, so the aggregates are all zero.
+    """
+
+    failed: bool = False
+    reason: str = ""
+    exit_code: Optional[int] = None
+    missing_contexts: int = 0
+    no_data: bool = False
+
+
+@dataclass
+class ExampleDiff:
+    """One example of §12.10 item 3.
+
+    `title` is the text after `; Assembly listing for method ` on line 1 of the
+    base listing; `diff_text` the body (see `asmdiffs_markdown.example_diff_text`);
+    `repro_command` the superpmi command line that replays this context.
+    """
+
+    context: int
+    kind: str  # IMPROVEMENT or REGRESSION
+    title: str
+    base_bytes: int
+    diff_bytes: int
+    base_perfscore: float = 0.0
+    diff_perfscore: float = 0.0
+    diff_text: str = ""
+    repro_command: str = ""
+
+    @property
+    def display_name(self) -> str:
+        return f"{self.context}.dasm - {self.title}"
+
+
+@dataclass
+class CollectionReport:
+    """Everything about one collection (`name` is the .mch file name)."""
+
+    name: str
+    aggregates: CollectionAggregates = field(default_factory=CollectionAggregates)
+    examples: List[ExampleDiff] = field(default_factory=list)
+    jit_analyze_markdown: str = ""
+    status: ReplayStatus = field(default_factory=ReplayStatus)
+    asserts: List[AssertGroup] = field(default_factory=list)
+    repro_commands: List[str] = field(default_factory=list)  # reproduce the failures
+
+    @property
+    def has_diffs(self) -> bool:
+        return self.aggregates.overall.contexts_with_diffs > 0
+
+    @property
+    def assert_count(self) -> int:
+        return sum(group.count for group in self.asserts)
+
+    @property
+    def has_problems(self) -> bool:
+        """Failures, asserts, missing data or no data: shown in the failures box."""
+        overall = self.aggregates.overall
+        return (self.status.failed or self.status.no_data or bool(self.asserts)
+                or self.status.missing_contexts > 0 or overall.base_misses > 0 or overall.diff_misses > 0)
+
+
+# ---------------------------------------------------------------- the run
+
+@dataclass
+class JitOptions:
+    """`-jitoption` values (both JITs), then the base- and diff-specific ones."""
+
+    common: List[str] = field(default_factory=list)
+    base: List[str] = field(default_factory=list)
+    diff: List[str] = field(default_factory=list)
+
+    @property
+    def base_options(self) -> List[str]:
+        return self.common + self.base
+
+    @property
+    def diff_options(self) -> List[str]:
+        return self.common + self.diff
+
+
+@dataclass
+class AsmDiffsSummary:
+    """One asmdiffs run (one target): header facts and the collections in processing order.
+
+    `baseline` describes how the base JIT was chosen (hash, candidates tried);
+    `analyzer` is "jit-analyze", "built-in" or "" (none); `repro_command` is the
+    `python superpmi.py asmdiffs ...` line that reproduces the run.
+    """
+
+    target_os: str
+    target_arch: str
+    host_os: str = ""
+    host_arch: str = ""
+    base_jit_path: str = ""
+    diff_jit_path: str = ""
+    jit_options: JitOptions = field(default_factory=JitOptions)
+    baseline: str = ""
+    analyzer: str = ""
+    repro_command: str = ""
+    collections: List[CollectionReport] = field(default_factory=list)
+
+    @property
+    def platform(self) -> str:
+        return f"{self.target_os} {self.target_arch}"
+
+    @property
+    def has_diffs(self) -> bool:
+        return any(collection.has_diffs for collection in self.collections)
+
+    @property
+    def has_problems(self) -> bool:
+        return any(collection.has_problems for collection in self.collections)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_document(), indent=1, ensure_ascii=False) + "\n"
+
+    def to_document(self) -> Dict[str, Any]:
+        """The JSON document as Python data (what `to_json` writes)."""
+        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "summary": asdict(self)}
+
+    @staticmethod
+    def from_json(text: str, source: str = "<json>") -> "AsmDiffsSummary":
+        try:
+            document = json.loads(text)
+        except ValueError as exc:
+            raise SuiteError(f"{source}: not a JSON summary ({exc})") from None
+        return AsmDiffsSummary.from_document(document, source)
+
+    @staticmethod
+    def from_document(document: Any, source: str = "<json>") -> "AsmDiffsSummary":
+        """The summary from parsed JSON; a foreign, newer or malformed document raises `SuiteError`."""
+        if not isinstance(document, dict) or document.get("format") != FORMAT_NAME:
+            raise SuiteError(f"{source}: not an asmdiffs JSON summary (format '{_get(document, 'format')}')")
+        version = document.get("version")
+        if version != FORMAT_VERSION:
+            raise SuiteError(f"{source}: asmdiffs JSON summary version {version} is not supported "
+                             f"(this suite reads version {FORMAT_VERSION})")
+        try:
+            return _build(AsmDiffsSummary, document["summary"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SuiteError(f"{source}: malformed asmdiffs JSON summary ({exc})") from None
+
+
+@dataclass
+class MergedSummary:
+    """The summaries of several targets (one per platform), sorted by platform."""
+
+    platforms: List[AsmDiffsSummary] = field(default_factory=list)
+
+    @property
+    def has_diffs(self) -> bool:
+        return any(summary.has_diffs for summary in self.platforms)
+
+    @property
+    def has_problems(self) -> bool:
+        return any(summary.has_problems for summary in self.platforms)
+
+
+# ---------------------------------------------------------------- merging
+
+def combine_partitions(summaries: Iterable[AsmDiffsSummary]) -> AsmDiffsSummary:
+    """Join runs of one target over different collections; collections sorted by name (§12.13)."""
+    parts = list(summaries)
+    if not parts:
+        raise SuiteError("no asmdiffs summaries to combine")
+    first = parts[0]
+    for part in parts[1:]:
+        if (part.target_os, part.target_arch) != (first.target_os, first.target_arch):
+            raise SuiteError(f"cannot combine summaries of different targets ({first.platform} and {part.platform})")
+    collections = [collection for part in parts for collection in part.collections]
+    names = [collection.name for collection in collections]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise SuiteError(f"collection(s) {', '.join(duplicates)} appear in more than one {first.platform} summary")
+    combined = AsmDiffsSummary(**{f.name: getattr(first, f.name) for f in fields(first) if f.name != "collections"})
+    for name in ("host_os", "host_arch", "base_jit_path", "diff_jit_path", "baseline", "analyzer", "repro_command"):
+        if not getattr(combined, name):
+            setattr(combined, name, next((getattr(p, name) for p in parts if getattr(p, name)), ""))
+    combined.collections = sorted(collections, key=lambda collection: collection.name)
+    return combined
+
+
+def merge_summaries(summaries: Iterable[AsmDiffsSummary]) -> MergedSummary:
+    """Group summaries by target (partitions of one target are combined), platforms sorted."""
+    groups: Dict[Tuple[str, str], List[AsmDiffsSummary]] = {}
+    for summary in summaries:
+        groups.setdefault((summary.target_os, summary.target_arch), []).append(summary)
+    return MergedSummary([combine_partitions(groups[key]) for key in sorted(groups)])
+
+
+# ---------------------------------------------------------------- JSON reading
+
+T = TypeVar("T")
+
+# Nested record types per (class, field): (type, is_list).
+_NESTED: Dict[Tuple[type, str], Tuple[type, bool]] = {}
+
+
+def _register_nested() -> None:
+    _NESTED.update({
+        (CollectionAggregates, "minopts"): (Aggregate, False),
+        (CollectionAggregates, "fullopts"): (Aggregate, False),
+        (CollectionAggregates, "diff_stats"): (DiffListStats, False),
+        (AssertGroup, "instances"): (AssertInstance, True),
+        (CollectionReport, "aggregates"): (CollectionAggregates, False),
+        (CollectionReport, "examples"): (ExampleDiff, True),
+        (CollectionReport, "status"): (ReplayStatus, False),
+        (CollectionReport, "asserts"): (AssertGroup, True),
+        (AsmDiffsSummary, "jit_options"): (JitOptions, False),
+        (AsmDiffsSummary, "collections"): (CollectionReport, True),
+    })
+
+
+def _get(document: Any, key: str) -> Any:
+    return document.get(key) if isinstance(document, dict) else None
+
+
+def _build(cls: Type[T], data: Mapping[str, Any]) -> T:
+    """Make a record from its `asdict` form; unknown keys are ignored, missing ones default."""
+    if not isinstance(data, dict):
+        raise TypeError(f"{cls.__name__} must be an object, not {type(data).__name__}")
+    values: Dict[str, Any] = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        nested = _NESTED.get((cls, f.name))
+        if nested is not None:
+            kind, is_list = nested
+            value = [_build(kind, item) for item in value] if is_list else _build(kind, value)
+        values[f.name] = value
+    return cls(**values)
+
+
+_register_nested()
+
+__all__ = [
+    "Aggregate", "AsmDiffsSummary", "AssertGroup", "AssertInstance", "CollectionAggregates",
+    "CollectionReport", "DiffListStats", "ExampleDiff", "FORMAT_VERSION", "FULLOPTS", "IMPROVEMENT",
+    "JitOptions", "MINOPTS", "MergedSummary", "OVERALL", "REGRESSION", "ROW_NAMES", "ReplayStatus",
+    "combine_partitions", "merge_summaries",
+]

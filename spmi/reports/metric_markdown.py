@@ -1,0 +1,376 @@
+"""Rendering tpdiff and memdiff results: console lines, markdown summaries, the memory gate.
+
+All functions are pure (a `MetricDiffRun` in, text out). Layouts follow
+docs/contracts.md §12.11 (tpdiff) and §12.12 (memdiff) with the §12.10 building blocks:
+`C()` colour, `N()` thousands separators, `P()` signed percentage, `D()` details section.
+"""
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence
+
+from spmi.reports.metric_model import (
+    BYTES_ALLOCATED,
+    CLASSES,
+    ROWS,
+    TPDIFF_MIN_EXAMPLE_DELTA,
+    CollectionResult,
+    Example,
+    MetricDiffRun,
+    Number,
+    Totals,
+    build_warnings,
+    is_significant,
+    pct_change,
+    top_improvements,
+    top_regressions,
+)
+
+LOWER, HIGHER, NEUTRAL = "lower", "higher", "neutral"
+DirectionOf = Callable[[str], str]
+GATE_ROWS = ("Overall", "FullOpts")
+DEFAULT_THRESHOLD = 25.0
+
+
+# ---------------------------------------------------------------- building blocks (§12.10)
+
+def color(name: str, text: str) -> str:
+    """`C(c,t)`."""
+    return f'<span style="color:{name}">{text}</span>'
+
+
+def fmt_int(value: Number) -> str:
+    """`N(x)`: integer with `,` thousands separators."""
+    return f"{int(value):,d}"
+
+
+def fmt_value(value: Number, kind: str = "int") -> str:
+    """Ints as `N(x)`, floats with 2 decimals (and separators)."""
+    if kind == "float" or isinstance(value, float):
+        return f"{float(value):,.2f}"
+    return fmt_int(value)
+
+
+def fmt_pct(pct: float, decimals: int = 2, direction: str = LOWER) -> str:
+    """`P(p)`: `+` when positive, k decimals, `%`; ±∞ for a zero base.
+
+    Red when the change is bad for the metric's direction, green when good;
+    neutral metrics are not coloured. Zero is never coloured.
+    """
+    if math.isinf(pct):
+        text = "+∞" if pct > 0 else "-∞"
+    else:
+        text = f"{'+' if pct > 0 else ''}{pct:.{decimals}f}%"
+    if pct == 0 or direction == NEUTRAL:
+        return text
+    worse = pct > 0 if direction != HIGHER else pct < 0
+    return color("red" if worse else "green", text)
+
+
+def details_section(title: str, body: str) -> str:
+    """`D(title){body}`."""
+    return f'\n<details>\n<summary>{title}</summary>\n<div style="margin-left:1em">\n\n{body}\n\n</div></details>\n'
+
+
+def options_lines(base_options: Sequence[str], diff_options: Sequence[str]) -> str:
+    """`Base JIT options: a;b` / `Diff JIT options: …`, each followed by an empty line, when given."""
+    text = ""
+    if base_options:
+        text += f"Base JIT options: {';'.join(base_options)}\n\n"
+    if diff_options:
+        text += f"Diff JIT options: {';'.join(diff_options)}\n\n"
+    return text
+
+
+def table_cell(text: str) -> str:
+    """Text safe inside a markdown table cell and HTML (method names)."""
+    return html.escape(text, quote=False).replace("|", "\\|")
+
+
+def range_title(label: str, pcts: Sequence[float], direction: str = LOWER) -> str:
+    """`<label> (P(x))` when min and max format alike, else `<label> (P(min) to P(max))`."""
+    low = fmt_pct(min(pcts), direction=direction)
+    high = fmt_pct(max(pcts), direction=direction)
+    return f"{label} ({low})" if low == high else f"{label} ({low} to {high})"
+
+
+# ---------------------------------------------------------------- console
+
+def tpdiff_console_lines(collection: CollectionResult, metric: str) -> List[str]:
+    totals = collection.total(metric)
+    delta = totals.diff - totals.base
+    ratio = delta / totals.base if totals.base else 0.0
+    return [f"Total instructions executed by base: {totals.base}",
+            f"Total instructions executed by diff: {totals.diff}",
+            f"Total instructions executed delta: {delta} ({ratio:.2%} of base)"]
+
+
+def memdiff_console_lines(collection: CollectionResult) -> List[str]:
+    """`  <metric>: base=<v>, diff=<v>, delta=<v> (<p>)` per metric (Overall)."""
+    lines = []
+    for metric in collection.metrics:
+        totals = collection.total(metric)
+        kind = collection.kinds.get(metric, "int")
+        delta = totals.diff - totals.base
+        line = (f"  {metric}: base={fmt_value(totals.base, kind)}, diff={fmt_value(totals.diff, kind)}, "
+                f"delta={fmt_value(delta, kind)}")
+        if totals.base != 0:
+            line += f" ({delta / totals.base:.2%})"
+        lines.append(line)
+    return lines
+
+
+# ---------------------------------------------------------------- shared sections
+
+def failure_lines(run: MetricDiffRun) -> str:
+    text = ""
+    for failure in run.failures:
+        text += f"{color('red', 'Replay failed:')} {table_cell(failure.name)}: {table_cell(failure.reason)}\n\n"
+    return text
+
+
+def example_table(examples: Sequence[Example], kind: str, direction: str = LOWER) -> str:
+    lines = ["|Collection|Context|Base|Diff|PDIFF|Method full name|", "|---|--:|--:|--:|--:|---|"]
+    for example in examples:
+        lines.append(f"|{example.collection}|{example.context}|{fmt_value(example.base, kind)}|"
+                     f"{fmt_value(example.diff, kind)}|{fmt_pct(example.pct, direction=direction)}|"
+                     f"{table_cell(example.method)}|")
+    return "\n".join(lines) + "\n"
+
+
+def repro_line(run: MetricDiffRun) -> str:
+    if not run.repro:
+        return ""
+    return (f"\nTo reproduce a context, run in Core_Root (N = Context, <collection> = its .mch file): "
+            f"`{run.repro}`\n")
+
+
+def _all_examples(run: MetricDiffRun) -> List[Example]:
+    return [example for collection in run.collections for example in collection.examples]
+
+
+def _metric_kind(run: MetricDiffRun, metric: str) -> str:
+    kinds = {c.kinds.get(metric, "int") for c in run.collections if c.has_metric(metric)}
+    return "float" if "float" in kinds else "int"
+
+
+# ---------------------------------------------------------------- tpdiff (§12.11)
+
+def tpdiff_warning_block(run: MetricDiffRun) -> str:
+    text = ""
+    for kind, message in build_warnings(run.base_build, run.diff_build):
+        text += f"{color('red', 'Warning:')} {message}\n\n"
+        if kind == "compiler" and run.base_build is not None and run.diff_build is not None:
+            text += f"Base JIT's compiler: {run.base_build.compiler}\n\n"
+            text += f"Diff JIT's compiler: {run.diff_build.compiler}\n\n"
+    return text
+
+
+def _row_significant(collections: Sequence[CollectionResult], metric: str, row: str) -> List[CollectionResult]:
+    return [c for c in collections if c.total(metric, row).significant]
+
+
+def tpdiff_any_significant(run: MetricDiffRun) -> bool:
+    return any(_row_significant(run.collections, run.focus, row) for row in ROWS)
+
+
+def tpdiff_pivot(run: MetricDiffRun, row: str) -> str:
+    significant = _row_significant(run.collections, run.focus, row)
+    if not significant:
+        return ""
+    title = range_title(row, [c.total(run.focus, row).pct for c in run.collections])
+    body = "|Collection|PDIFF|\n|---|--:|\n"
+    body += "".join(f"|{c.name}|{fmt_pct(c.total(run.focus, row).pct)}|\n" for c in significant)
+    return details_section(title, body)
+
+
+def top_tables(run: MetricDiffRun, by_delta: bool, delta_label: str, direction: str = LOWER) -> str:
+    """Top regressions/improvements per class (FullOpts, then MinOpts).
+
+    For a higher-is-better metric a regression is a decrease.
+    """
+    examples = _all_examples(run)
+    kind = _metric_kind(run, run.focus)
+    worse, better = (top_improvements, top_regressions) if direction == HIGHER else \
+        (top_regressions, top_improvements)
+    orders = ("pct", "delta") if by_delta else ("pct",)
+    text = ""
+    for row_class in CLASSES:
+        for what, pick in (("regressions", worse), ("improvements", better)):
+            for by in orders:
+                chosen = pick(examples, row_class, by)
+                if chosen:
+                    label = "PDIFF %" if by == "pct" else delta_label
+                    text += details_section(f"Top method {what} ({row_class}, by {label})",
+                                            example_table(chosen, kind, direction))
+    return text
+
+
+def tpdiff_details(run: MetricDiffRun) -> str:
+    body = ""
+    for label, row in (("All", "Overall"), ("MinOpts", "MinOpts"), ("FullOpts", "FullOpts")):
+        body += f"{label} contexts:\n\n"
+        body += "|Collection|Base # instructions|Diff # instructions|PDIFF|\n|---|--:|--:|--:|\n"
+        for c in run.collections:
+            totals = c.total(run.focus, row)
+            body += f"|{c.name}|{fmt_int(totals.base)}|{fmt_int(totals.diff)}|{fmt_pct(totals.pct)}|\n"
+        body += "\n"
+    return details_section("Details", body)
+
+
+def render_tpdiff(run: MetricDiffRun, long: bool) -> str:
+    """`tpdiff_summary.md` (long) or `tpdiff_short_summary.md` (short)."""
+    text = failure_lines(run)
+    header = tpdiff_warning_block(run) + options_lines(run.base_jit_options, run.diff_jit_options)
+    if tpdiff_any_significant(run):
+        text += header + "".join(tpdiff_pivot(run, row) for row in ROWS)
+        if long:
+            examples = top_tables(run, by_delta=False, delta_label="")
+            text += examples + (repro_line(run) if examples else "")
+    elif long:
+        text += header + "No significant throughput differences found\n"
+    else:
+        return ""
+    if long:
+        text += tpdiff_details(run)
+    return text
+
+
+# ---------------------------------------------------------------- memory gate
+
+@dataclass(frozen=True)
+class GateBreach:
+    """A collection row whose BytesAllocated growth reached the memory gate."""
+
+    collection: str
+    row: str
+    pct: float
+
+
+def gate_breaches(run: MetricDiffRun, threshold: Optional[float]) -> List[GateBreach]:
+    """Collections whose Overall or FullOpts BytesAllocated PDIFF (as shown, 2 decimals) ≥ threshold."""
+    if not threshold:
+        return []
+    breaches = []
+    for collection in run.collections:
+        if not collection.has_metric(BYTES_ALLOCATED):
+            continue
+        for row in GATE_ROWS:
+            pct = collection.total(BYTES_ALLOCATED, row).pct
+            shown = pct if math.isinf(pct) else round(pct, 2)
+            if shown >= threshold:
+                breaches.append(GateBreach(collection.name, row, pct))
+    return breaches
+
+
+def fmt_threshold(threshold: float) -> str:
+    return f"{threshold:g}"
+
+
+def gate_headline(breaches: Sequence[GateBreach], threshold: float) -> str:
+    """The red first line of a memdiff summary whose gate failed."""
+    parts = "; ".join(f"{b.collection} {b.row} {fmt_pct(b.pct, direction=NEUTRAL)}" for b in breaches)
+    text = (f"Memory gate failed: {BYTES_ALLOCATED} grew by at least {fmt_threshold(threshold)}% in: "
+            f"{table_cell(parts)}")
+    return color("red", text) + "\n\n"
+
+
+def gate_rule(threshold: Optional[float]) -> str:
+    if not threshold:
+        return "Memory gate: disabled (-memdiff_threshold 0).\n\n"
+    return (f"Memory gate: memdiff fails (exit code 2) when the {BYTES_ALLOCATED} PDIFF of any collection's "
+            f"Overall or FullOpts row is at least +{fmt_threshold(threshold)}% "
+            f"(-memdiff_threshold {fmt_threshold(threshold)}; 0 disables).\n\n")
+
+
+# ---------------------------------------------------------------- memdiff (§12.12)
+
+def memdiff_significant_metrics(run: MetricDiffRun, direction_of: DirectionOf) -> List[str]:
+    return [m for m in run.directional_metrics(direction_of)
+            if any(c.has_metric(m) and c.total(m).significant for c in run.collections)]
+
+
+def memdiff_pivot(run: MetricDiffRun, metric: str, direction: str) -> str:
+    present = [c for c in run.collections if c.has_metric(metric)]
+    significant = [c for c in present if c.total(metric).significant]
+    kind = _metric_kind(run, metric)
+    title = range_title(metric, [c.total(metric).pct for c in present], direction)
+    body = "|Collection|Base|Diff|PDIFF|\n|---|--:|--:|--:|\n"
+    for c in significant:
+        totals = c.total(metric)
+        body += (f"|{c.name}|{fmt_value(totals.base, kind)}|{fmt_value(totals.diff, kind)}|"
+                 f"{fmt_pct(totals.pct, direction=direction)}|\n")
+    return details_section(title, body)
+
+
+def _value_row(name: str, totals: Totals, kind: str, direction: str, extra: str = "") -> str:
+    return (f"|{name}|{extra}{fmt_value(totals.base, kind)}|{fmt_value(totals.diff, kind)}|"
+            f"{fmt_pct(totals.pct, direction=direction)}|\n")
+
+
+def memdiff_details(run: MetricDiffRun, direction_of: DirectionOf) -> str:
+    focus, kind = run.focus, _metric_kind(run, run.focus)
+    direction = direction_of(focus)
+    body = ""
+    for label, row in (("All", "Overall"), ("MinOpts", "MinOpts"), ("FullOpts", "FullOpts")):
+        body += f"{label} contexts ({focus}):\n\n|Collection|Base|Diff|PDIFF|\n|---|--:|--:|--:|\n"
+        body += "".join(_value_row(c.name, c.total(focus, row), kind, direction)
+                        for c in run.collections if c.has_metric(focus))
+        body += "\n"
+    other_rows = ""
+    for c in run.collections:
+        for metric in c.metrics:
+            totals = c.total(metric)
+            metric_direction = direction_of(metric)
+            if metric == focus or (metric_direction == NEUTRAL and totals.base == totals.diff):
+                continue
+            other_rows += _value_row(c.name, totals, c.kinds.get(metric, "int"), metric_direction, f"{metric}|")
+    if other_rows:
+        body += "Other metrics (all contexts):\n\n|Collection|Metric|Base|Diff|PDIFF|\n|---|---|--:|--:|--:|\n"
+        body += other_rows + "\n"
+    body += ("Context information:\n\n"
+             "|Collection|Diffed contexts|MinOpts|FullOpts|Missed, base|Missed, diff|Failed, base|Failed, diff|\n"
+             "|---|--:|--:|--:|--:|--:|--:|--:|\n")
+    for c in run.collections:
+        body += (f"|{c.name}|{fmt_int(c.contexts['Overall'])}|{fmt_int(c.contexts['MinOpts'])}|"
+                 f"{fmt_int(c.contexts['FullOpts'])}|{fmt_int(c.base_counts.misses)}|"
+                 f"{fmt_int(c.diff_counts.misses)}|{fmt_int(c.base_counts.failures)}|"
+                 f"{fmt_int(c.diff_counts.failures)}|\n")
+    return details_section("Details", body)
+
+
+def render_memdiff(run: MetricDiffRun, long: bool, direction_of: DirectionOf) -> str:
+    """`memdiff_summary.md` (long) or `memdiff_short_summary.md` (short)."""
+    breaches = gate_breaches(run, run.threshold)
+    significant = memdiff_significant_metrics(run, direction_of)
+    if not long and not significant and not breaches:
+        return ""
+    text = gate_headline(breaches, run.threshold or 0) if breaches else ""
+    text += failure_lines(run)
+    text += options_lines(run.base_jit_options, run.diff_jit_options)
+    if run.focus == BYTES_ALLOCATED or any(c.has_metric(BYTES_ALLOCATED) for c in run.collections):
+        text += gate_rule(run.threshold)
+    for metric in significant:
+        text += memdiff_pivot(run, metric, direction_of(metric))
+    if long:
+        if not significant:
+            text += "No significant memory differences found\n"
+        examples = top_tables(run, by_delta=True, delta_label="absolute delta",
+                              direction=direction_of(run.focus))
+        text += examples + (repro_line(run) if examples else "")
+        text += memdiff_details(run, direction_of)
+    return text
+
+
+def render(run: MetricDiffRun, long: bool, direction_of: DirectionOf) -> str:
+    if run.kind == "tpdiff":
+        return render_tpdiff(run, long)
+    return render_memdiff(run, long, direction_of)
+
+
+__all__ = ["color", "fmt_int", "fmt_value", "fmt_pct", "details_section", "options_lines", "range_title",
+           "tpdiff_console_lines", "memdiff_console_lines", "render_tpdiff", "render_memdiff", "render",
+           "gate_breaches", "gate_headline", "gate_rule", "GateBreach", "is_significant", "pct_change",
+           "TPDIFF_MIN_EXAMPLE_DELTA", "DEFAULT_THRESHOLD"]

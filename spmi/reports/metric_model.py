@@ -1,0 +1,532 @@
+"""Metric diffs (tpdiff, memdiff): aggregation, significance and the summary model.
+
+Everything here is pure: rows of superpmi's details CSV go in, per-collection
+totals (Overall / MinOpts / FullOpts for every metric), the example contexts a
+summary shows and a JSON-ready `MetricDiffRun` come out (docs/contracts.md §12.11–§12.13).
+
+tpdiff is the metric diff of the `instructions` column (counted by PIN);
+memdiff diffs every discovered metric and focuses on `BytesAllocated`.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import asdict, dataclass, field
+from itertools import compress, repeat
+from operator import and_, eq, gt, le, lt, mul, neg, not_, sub, truediv, truth
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+try:
+    from typing import Protocol
+except ImportError:  # pragma: no cover - Python < 3.8
+    Protocol = object  # type: ignore[assignment]
+
+Number = Union[int, float]
+
+ROWS = ("Overall", "MinOpts", "FullOpts")
+CLASSES = ("FullOpts", "MinOpts")  # per-context example classes, in summary order
+INSTRUCTIONS = "instructions"
+BYTES_ALLOCATED = "BytesAllocated"
+SUCCESS, MISS, ERROR = "Success", "Miss", "Error"
+TOP_COUNT = 20
+#: tpdiff example rows need at least this many instructions of change (§12.11)
+TPDIFF_MIN_EXAMPLE_DELTA = 50
+SUMMARY_VERSION = 1
+TPDIFF, MEMDIFF = "tpdiff", "memdiff"
+
+
+# ---------------------------------------------------------------- input rows
+
+class DiffRow(Protocol):
+    """One row of a diff-mode details CSV (`details.DetailsRow` is one)."""
+
+    context: int
+    method_name: str
+    minopts: bool
+    base_result: str
+    diff_result: str
+    base_instructions: int
+    diff_instructions: int
+
+    def base(self, metric: str) -> Number: ...
+
+    def diff(self, metric: str) -> Number: ...
+
+
+def row_values(row: DiffRow, metric: str) -> Tuple[Number, Number]:
+    """(base, diff) of a metric; `instructions` is the PIN count column pair."""
+    if metric == INSTRUCTIONS:
+        return row.base_instructions, row.diff_instructions
+    return row.base(metric), row.diff(metric)
+
+
+def both_success(row: DiffRow) -> bool:
+    return row.base_result == SUCCESS and row.diff_result == SUCCESS
+
+
+def row_class(row: DiffRow) -> str:
+    return "MinOpts" if row.minopts else "FullOpts"
+
+
+# ---------------------------------------------------------------- arithmetic
+
+def pct_change(base: Number, diff: Number) -> float:
+    """(diff-base)/base×100; base 0 gives ±∞ when diff differs, else 0."""
+    if base == 0:
+        if diff == 0:
+            return 0.0
+        return math.inf if diff > 0 else -math.inf
+    return (diff - base) / abs(base) * 100.0
+
+
+def is_significant(base: Number, diff: Number) -> bool:
+    """§12.11: the percentage rounded (Python `round`) to 2 decimals is not 0;
+    base 0 is significant exactly when diff is not 0."""
+    if base == 0:
+        return diff != 0
+    return round((diff - base) / abs(base) * 100.0, 2) != 0
+
+
+# ---------------------------------------------------------------- aggregates
+
+@dataclass
+class Totals:
+    """Base and diff sums of a metric."""
+
+    base: Number = 0
+    diff: Number = 0
+
+    @property
+    def pct(self) -> float:
+        return pct_change(self.base, self.diff)
+
+    @property
+    def significant(self) -> bool:
+        return is_significant(self.base, self.diff)
+
+
+@dataclass
+class SideCounts:
+    """Replay results of one JIT: successes, misses, failures."""
+
+    successes: int = 0
+    misses: int = 0
+    failures: int = 0
+
+    def add(self, result: str) -> None:
+        if result == SUCCESS:
+            self.successes += 1
+        elif result == MISS:
+            self.misses += 1
+        else:
+            self.failures += 1
+
+    @property
+    def total(self) -> int:
+        return self.successes + self.misses + self.failures
+
+
+@dataclass
+class Example:
+    """One context shown in the per-method tables."""
+
+    collection: str
+    context: int
+    method: str
+    row_class: str
+    base: Number
+    diff: Number
+
+    def __post_init__(self) -> None:
+        # ranking reads these many times; they are not fields (not in the JSON)
+        self._delta = self.diff - self.base
+        self._pct = pct_change(self.base, self.diff)
+
+    @property
+    def delta(self) -> Number:
+        return self._delta
+
+    @property
+    def pct(self) -> float:
+        return self._pct
+
+
+@dataclass
+class CollectionResult:
+    """Aggregates of one collection: metric -> row -> totals, plus counts and examples."""
+
+    name: str
+    metrics: List[str]
+    kinds: Dict[str, str]
+    totals: Dict[str, Dict[str, Totals]]
+    contexts: Dict[str, int]
+    base_counts: SideCounts
+    diff_counts: SideCounts
+    examples: List[Example] = field(default_factory=list)
+
+    def total(self, metric: str, row: str = "Overall") -> Totals:
+        return self.totals[metric][row]
+
+    def has_metric(self, metric: str) -> bool:
+        return metric in self.totals
+
+
+def value_kind(values: Iterable[Number]) -> str:
+    return "float" if any(isinstance(v, float) for v in values) else "int"
+
+
+class DiffColumns(Protocol):
+    """The per-row fields of a diff-mode details table, column-wise (`details.DetailsColumns`)."""
+
+    context: Sequence[int]
+    method_name: Sequence[str]
+    minopts: Sequence[bool]
+    base_result: Sequence[str]
+    diff_result: Sequence[str]
+    base_instructions: Sequence[int]
+    diff_instructions: Sequence[int]
+
+
+class DiffTable(Protocol):
+    """A diff-mode details table held column-wise (`details.DetailsTable` is one)."""
+
+    @property
+    def columns(self) -> DiffColumns: ...
+
+    def base_column(self, metric: str) -> Sequence[Number]: ...
+
+    def diff_column(self, metric: str) -> Sequence[Number]: ...
+
+
+def aggregate(name: str, rows: Sequence[DiffRow], metrics: Sequence[str], focus: str,
+              min_example_delta: Number = 0) -> CollectionResult:
+    """Sum every metric over rows where both JITs succeeded, split MinOpts/FullOpts."""
+    return aggregate_table(name, RowTable(rows), metrics, focus, min_example_delta)
+
+
+def aggregate_table(name: str, table: DiffTable, metrics: Sequence[str], focus: str,
+                    min_example_delta: Number = 0) -> CollectionResult:
+    """`aggregate` over a table's columns: sums through row masks, no per-row objects."""
+    columns = table.columns
+    succeeded = success_mask(columns)
+    masks = {"MinOpts": bytes(map(and_, succeeded, columns.minopts)),
+             "FullOpts": bytes(map(gt, succeeded, columns.minopts))}  # succeeded and not MinOpts
+    totals: Dict[str, Dict[str, Totals]] = {}
+    kinds: Dict[str, str] = {}
+    for metric in metrics:
+        base_values, diff_values = metric_columns(table, metric)
+        by_class = {class_name: _masked_totals(base_values, diff_values, mask) for class_name, mask in masks.items()}
+        minopts, fullopts = by_class["MinOpts"], by_class["FullOpts"]
+        totals[metric] = {"Overall": Totals(minopts.base + fullopts.base, minopts.diff + fullopts.diff),
+                          "MinOpts": minopts, "FullOpts": fullopts}
+        kinds[metric] = "float" if any(isinstance(v, float) for v in (minopts.base, minopts.diff,
+                                                                       fullopts.base, fullopts.diff)) else "int"
+    contexts = {class_name: mask.count(1) for class_name, mask in masks.items()}
+    contexts["Overall"] = contexts["MinOpts"] + contexts["FullOpts"]
+    examples = _select_examples(name, table, focus, succeeded, min_example_delta, TOP_COUNT)
+    return CollectionResult(name, list(metrics), kinds, totals, contexts, side_counts(columns.base_result),
+                            side_counts(columns.diff_result), examples)
+
+
+def _masked_totals(base_values: Sequence[Number], diff_values: Sequence[Number], mask: bytes) -> Totals:
+    base_sum = sum(compress(base_values, mask))
+    return Totals(base_sum, base_sum if diff_values is base_values else sum(compress(diff_values, mask)))
+
+
+def success_mask(columns: DiffColumns) -> bytes:
+    """1 for each row where both JITs succeeded, else 0."""
+    return bytes(map(and_, map(eq, columns.base_result, repeat(SUCCESS)),
+                     map(eq, columns.diff_result, repeat(SUCCESS))))
+
+
+def side_counts(results: Sequence[str]) -> SideCounts:
+    successes, misses = results.count(SUCCESS), results.count(MISS)
+    return SideCounts(successes, misses, len(results) - successes - misses)
+
+
+def metric_columns(table: DiffTable, metric: str) -> Tuple[Sequence[Number], Sequence[Number]]:
+    """(base values, diff values) of a metric; `instructions` is the PIN count column pair."""
+    if metric == INSTRUCTIONS:
+        return table.columns.base_instructions, table.columns.diff_instructions
+    return table.base_column(metric), table.diff_column(metric)
+
+
+@dataclass
+class _RowColumns:
+    """The `DiffColumns` of a list of rows."""
+
+    context: List[int]
+    method_name: List[str]
+    minopts: List[bool]
+    base_result: List[str]
+    diff_result: List[str]
+    base_instructions: List[int]
+    diff_instructions: List[int]
+
+
+class RowTable:
+    """Rows seen as a `DiffTable`."""
+
+    def __init__(self, rows: Sequence[DiffRow]) -> None:
+        self.rows = rows
+        self.columns = _RowColumns([r.context for r in rows], [r.method_name for r in rows],
+                                   [r.minopts for r in rows], [r.base_result for r in rows],
+                                   [r.diff_result for r in rows], [r.base_instructions for r in rows],
+                                   [r.diff_instructions for r in rows])
+
+    def base_column(self, metric: str) -> List[Number]:
+        return [row.base(metric) for row in self.rows]
+
+    def diff_column(self, metric: str) -> List[Number]:
+        return [row.diff(metric) for row in self.rows]
+
+
+# ---------------------------------------------------------------- examples
+
+def example_candidates(name: str, rows: Iterable[DiffRow], metric: str, min_delta: Number) -> List[Example]:
+    """Rows kept for examples: both `Success`, base > 0, |diff-base| >= min_delta (and ≠ 0)."""
+    found: List[Example] = []
+    for row in rows:
+        if not both_success(row):
+            continue
+        base_value, diff_value = row_values(row, metric)
+        delta = diff_value - base_value
+        if base_value <= 0 or delta == 0 or abs(delta) < min_delta:
+            continue
+        found.append(Example(name, row.context, row.method_name, row_class(row), base_value, diff_value))
+    return found
+
+
+# Rank keys: smaller ranks first; ties broken by collection, then context.
+def _worse_by_pct(e: Example) -> Tuple[Any, ...]:
+    return (-e.pct, -e.delta, e.collection, e.context)
+
+
+def _worse_by_delta(e: Example) -> Tuple[Any, ...]:
+    return (-e.delta, -e.pct, e.collection, e.context)
+
+
+def _better_by_pct(e: Example) -> Tuple[Any, ...]:
+    return (e.pct, e.delta, e.collection, e.context)
+
+
+def _better_by_delta(e: Example) -> Tuple[Any, ...]:
+    return (e.delta, e.pct, e.collection, e.context)
+
+
+def top_regressions(examples: Iterable[Example], row_class: str, by: str = "pct",
+                    count: int = TOP_COUNT) -> List[Example]:
+    """Largest growth first (by PDIFF % or by absolute delta); growth only."""
+    chosen = [e for e in examples if e.row_class == row_class and e.delta > 0]
+    return heapq.nsmallest(count, chosen, key=_worse_by_pct if by == "pct" else _worse_by_delta)
+
+
+def top_improvements(examples: Iterable[Example], row_class: str, by: str = "pct",
+                     count: int = TOP_COUNT) -> List[Example]:
+    """Largest reduction first (most negative PDIFF % or delta); reductions only."""
+    chosen = [e for e in examples if e.row_class == row_class and e.delta < 0]
+    return heapq.nsmallest(count, chosen, key=_better_by_pct if by == "pct" else _better_by_delta)
+
+
+def select_examples(name: str, rows: Sequence[DiffRow], metric: str, min_delta: Number,
+                    count: int = TOP_COUNT) -> List[Example]:
+    """The union of every top list a summary can show (per class: growth and reduction, by PDIFF %
+    and by delta), so that top lists over merged summaries stay exact.
+
+    Same selection as `top_regressions`/`top_improvements` over `example_candidates`.
+    """
+    table = RowTable(rows)
+    return _select_examples(name, table, metric, success_mask(table.columns), min_delta, count)
+
+
+def _select_examples(name: str, table: DiffTable, metric: str, succeeded: bytes, min_delta: Number,
+                     count: int) -> List[Example]:
+    """`select_examples` over the rows marked in `succeeded`, a column at a time: only the
+    chosen rows become `Example`s (large collections change most rows)."""
+    columns = table.columns
+    base_values, diff_values = metric_columns(table, metric)
+    deltas = list(map(sub, diff_values, base_values))
+    kept = _example_mask(succeeded, base_values, deltas, min_delta)
+    chosen: Dict[int, None] = {}  # row positions, in the order first picked
+    for minopts in (True, False):
+        in_class = list(compress(range(len(kept)), map(and_, kept, map(eq, columns.minopts, repeat(minopts)))))
+        growth = list(map(gt, map(deltas.__getitem__, in_class), repeat(0)))
+        for positions, grew in ((list(compress(in_class, growth)), True),
+                                (list(compress(in_class, map(not_, growth))), False)):
+            for position in _ranked(positions, deltas, base_values, columns.context, grew, count):
+                chosen.setdefault(position)
+    ordered = sorted(chosen, key=columns.context.__getitem__)
+    return [Example(name, columns.context[p], columns.method_name[p], "MinOpts" if columns.minopts[p] else "FullOpts",
+                    base_values[p], diff_values[p]) for p in ordered]
+
+
+def _example_mask(succeeded: bytes, base_values: Sequence[Number], deltas: Sequence[Number],
+                  min_delta: Number) -> bytes:
+    """Rows that may be examples: both succeeded, base > 0, a change of at least `min_delta`."""
+    kept = map(and_, succeeded, map(not_, map(le, base_values, repeat(0))))
+    kept = map(and_, kept, map(truth, deltas))
+    if min_delta:
+        kept = map(and_, kept, map(not_, map(lt, map(abs, deltas), repeat(min_delta))))
+    return bytes(kept)
+
+
+def _ranked(positions: List[int], deltas: Sequence[Number], base_values: Sequence[Number],
+            contexts: Sequence[int], grew: bool, count: int) -> List[int]:
+    """The top `count` of `positions` by PDIFF %, then the top `count` by delta: largest growth
+    (or reduction) first, ties by the other measure, then context, then row order."""
+    changes = list(map(deltas.__getitem__, positions))
+    pcts = list(map(mul, map(truediv, changes, map(base_values.__getitem__, positions)), repeat(100.0)))
+    if grew:
+        changes, pcts = list(map(neg, changes)), list(map(neg, pcts))
+    ids = list(map(contexts.__getitem__, positions))
+    order = range(len(positions))
+    picked: List[int] = []
+    for keys in (list(zip(pcts, changes, ids, order)), list(zip(changes, pcts, ids, order))):
+        picked += [positions[key[-1]] for key in heapq.nsmallest(count, keys)]
+    return picked
+
+
+# ---------------------------------------------------------------- build strings
+
+@dataclass
+class BuildRecord:
+    """What a JIT's build string says (§6.6), as kept in a summary; `decoded` False when not found."""
+
+    decoded: bool
+    compiler: str = ""
+    native_pgo: bool = False
+    text: str = ""
+
+
+def build_warnings(base: Optional[BuildRecord], diff: Optional[BuildRecord]) -> List[Tuple[str, str]]:
+    """(kind, text) warnings about the JIT builds; text has no markdown colour."""
+    warnings: List[Tuple[str, str]] = []
+    if base is None or diff is None:
+        return warnings
+    if base.decoded and diff.decoded and base.compiler != diff.compiler:
+        warnings.append(("compiler", "Different compilers used for base and diff JITs. Results may be misleading."))
+    for label, info in (("Base", base), ("Diff", diff)):
+        if info.decoded and info.native_pgo:
+            warnings.append(("pgo", f"{label} JIT was compiled with native PGO. Results may be misleading. "
+                                    "Specify -p:NoPgoOptimize=true when building."))
+    for label, info in (("base", base), ("diff", diff)):
+        if not info.decoded:
+            warnings.append(("decode", f"Could not decode {label} JIT build string"))
+    return warnings
+
+
+# ---------------------------------------------------------------- the run
+
+@dataclass
+class CollectionFailure:
+    """A collection whose replay left no data, and why."""
+
+    name: str
+    reason: str
+
+
+@dataclass
+class MetricDiffRun:
+    """Everything a tpdiff/memdiff summary needs; serialised as the JSON summary."""
+
+    kind: str
+    focus: str
+    base_jit_options: List[str] = field(default_factory=list)
+    diff_jit_options: List[str] = field(default_factory=list)
+    base_build: Optional[BuildRecord] = None
+    diff_build: Optional[BuildRecord] = None
+    collections: List[CollectionResult] = field(default_factory=list)
+    failures: List[CollectionFailure] = field(default_factory=list)
+    threshold: Optional[float] = None
+    repro: str = ""
+    version: int = SUMMARY_VERSION
+
+    def directional_metrics(self, direction_of) -> List[str]:  # type: ignore[no-untyped-def]
+        """Focus metric first, then every other metric with a direction, in CSV order."""
+        ordered: List[str] = []
+        for collection in self.collections:
+            for metric in collection.metrics:
+                if metric not in ordered:
+                    ordered.append(metric)
+        rest = [m for m in ordered if m != self.focus and direction_of(m) != "neutral"]
+        return ([self.focus] if any(c.has_metric(self.focus) for c in self.collections) else []) + rest
+
+    def all_metrics(self) -> List[str]:
+        ordered: List[str] = []
+        for collection in self.collections:
+            for metric in collection.metrics:
+                if metric not in ordered:
+                    ordered.append(metric)
+        return ordered
+
+
+# ---------------------------------------------------------------- JSON
+
+def _number_from_json(value: Any) -> Number:
+    return value if isinstance(value, (int, float)) else 0
+
+
+def run_to_json(run: MetricDiffRun) -> Dict[str, Any]:
+    data = asdict(run)
+    data["summary_type"] = run.kind
+    return data
+
+
+def _collection_from_json(data: Mapping[str, Any]) -> CollectionResult:
+    totals = {metric: {row: Totals(_number_from_json(cell.get("base")), _number_from_json(cell.get("diff")))
+                       for row, cell in rows.items()}
+              for metric, rows in data["totals"].items()}
+    examples = [Example(**example) for example in data.get("examples", [])]
+    return CollectionResult(name=data["name"], metrics=list(data["metrics"]), kinds=dict(data["kinds"]),
+                            totals=totals, contexts=dict(data["contexts"]),
+                            base_counts=SideCounts(**data["base_counts"]),
+                            diff_counts=SideCounts(**data["diff_counts"]), examples=examples)
+
+
+def _build_from_json(data: Optional[Mapping[str, Any]]) -> Optional[BuildRecord]:
+    return None if data is None else BuildRecord(**data)
+
+
+def run_from_json(data: Mapping[str, Any]) -> MetricDiffRun:
+    """Inverse of `run_to_json`; raises ValueError on a summary of another shape."""
+    try:
+        version = int(data.get("version", 0))
+        if version != SUMMARY_VERSION:
+            raise ValueError(f"summary version {version} is not supported (expected {SUMMARY_VERSION})")
+        return MetricDiffRun(
+            kind=data["kind"], focus=data["focus"],
+            base_jit_options=list(data.get("base_jit_options", [])),
+            diff_jit_options=list(data.get("diff_jit_options", [])),
+            base_build=_build_from_json(data.get("base_build")),
+            diff_build=_build_from_json(data.get("diff_build")),
+            collections=[_collection_from_json(c) for c in data.get("collections", [])],
+            failures=[CollectionFailure(**f) for f in data.get("failures", [])],
+            threshold=data.get("threshold"), repro=data.get("repro", ""), version=version)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a metric diff summary ({type(exc).__name__}: {exc})") from None
+
+
+def merge_runs(runs: Sequence[MetricDiffRun]) -> MetricDiffRun:
+    """One run from several (e.g. one per Helix work item): collections sorted by name.
+
+    Options, build information, threshold and repro text come from the first
+    summary that has them; every summary must be of the same kind and focus.
+    """
+    if not runs:
+        raise ValueError("no summaries to merge")
+    first = runs[0]
+    for other in runs[1:]:
+        if other.kind != first.kind:
+            raise ValueError(f"cannot merge a {other.kind} summary with a {first.kind} summary")
+        if other.focus != first.focus:
+            raise ValueError(f"cannot merge summaries of metric {other.focus} and {first.focus}")
+    merged = MetricDiffRun(kind=first.kind, focus=first.focus)
+    merged.base_jit_options = next((r.base_jit_options for r in runs if r.base_jit_options), [])
+    merged.diff_jit_options = next((r.diff_jit_options for r in runs if r.diff_jit_options), [])
+    merged.base_build = next((r.base_build for r in runs if r.base_build is not None), None)
+    merged.diff_build = next((r.diff_build for r in runs if r.diff_build is not None), None)
+    merged.threshold = next((r.threshold for r in runs if r.threshold is not None), None)
+    merged.repro = next((r.repro for r in runs if r.repro), "")
+    merged.collections = sorted((c for r in runs for c in r.collections), key=lambda c: c.name)
+    merged.failures = sorted((f for r in runs for f in r.failures), key=lambda f: f.name)
+    return merged

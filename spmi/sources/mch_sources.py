@@ -1,0 +1,445 @@
+"""Getting collections (docs/contracts.md §12.5): which `.mch`/`.mc` files a command replays.
+
+`add_collection_options(parser)` adds the options; `resolve_collections(args, settings)`
+turns them into a list of local files:
+
+1. `-mch_files` given: exactly those. Local files as is, directories searched
+   recursively, URLs downloaded into the cache (the `.mch.mct` companion tried).
+2. Otherwise the cache `spmi_location/mch/<guid>.<target_os>.<mch_arch>/` when it holds a
+   complete earlier download (a manifest written last records completion), else the
+   matching blobs under `collections/` are downloaded into it.
+3. Private stores `<store>/<guid>/<target_os>/<mch_arch>/` are added when they exist.
+
+`-filter` (case-insensitive substring, OR) applies to every file name found.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence
+
+from spmi.base import fsutil, platforms, redaction
+from spmi.base.errors import SuiteError
+from spmi.storage import blobs, downloads
+
+log = logging.getLogger("superpmi")
+
+MC_RECORD_MAGIC = b"mc"
+COLLECTION_SUFFIXES = (".mch", ".mc")
+PRIVATE_STORE_ENV = "SUPERPMI_PRIVATE_STORE"
+#: Directories the suite creates while extracting; never searched for collections.
+TEMP_DIR_PREFIX = blobs.TEMP_DIR_PREFIX
+
+
+# ---------------------------------------------------------------- options
+
+def add_collection_options(parser: argparse.ArgumentParser) -> None:
+    """Add `-mch_files`, `-filter`, `--force_download`, `-jit_ee_version`,
+    `-private_store` and `-storage_url` (the last only if the parser lacks it)."""
+    group = parser.add_argument_group("collection options")
+    group.add_argument("-mch_files", nargs="+", metavar="FILE_DIR_OR_URL",
+                       help="collections to use: files, directories (searched recursively) or URLs")
+    group.add_argument("-filter", nargs="+", metavar="TEXT",
+                       help="use only collections whose file name contains one of these (case-insensitive)")
+    group.add_argument("--force_download", action="store_true",
+                       help="download collections even if the cache holds a complete earlier download")
+    group.add_argument("-jit_ee_version", metavar="GUID",
+                       help="JIT-EE version GUID selecting the collections (default: from the source tree or mcs)")
+    group.add_argument("-private_store", action="append", metavar="DIR",
+                       help=f"extra collection store (repeatable; default: ${PRIVATE_STORE_ENV}, ';'-separated)")
+    if not _has_option(parser, "-storage_url"):
+        group.add_argument("-storage_url", metavar="URL",
+                           help=f"storage account URL (default: ${blobs.STORAGE_URL_ENV}, "
+                                f"else {blobs.DEFAULT_ACCOUNT_URL})")
+
+
+def _has_option(parser: argparse.ArgumentParser, option: str) -> bool:
+    return option in getattr(parser, "_option_string_actions", {})
+
+
+def private_stores(flag_values: Optional[Sequence[str]], environ: Optional[dict] = None) -> List[str]:
+    """`-private_store` values, else `$SUPERPMI_PRIVATE_STORE` split on `;`."""
+    if flag_values:
+        return [v for v in flag_values if v]
+    environ = dict(os.environ) if environ is None else environ
+    return [part.strip() for part in environ.get(PRIVATE_STORE_ENV, "").split(";") if part.strip()]
+
+
+# ---------------------------------------------------------------- pure helpers
+
+def matches_filters(file_name: str, filters: Optional[Sequence[str]]) -> bool:
+    """True when no filters are given or the name contains one of them (case-insensitive)."""
+    if not filters:
+        return True
+    lowered = file_name.lower()
+    return any(f.lower() in lowered for f in filters)
+
+
+def is_collection_name(file_name: str) -> bool:
+    return file_name.lower().endswith(COLLECTION_SUFFIXES)
+
+
+def is_remote(spec: str) -> bool:
+    """URLs (and Windows UNC paths) are fetched into the cache, not used in place."""
+    return platforms.is_url(spec) or platforms.is_unc_path(spec)
+
+
+def cache_dir_name(jit_ee_version: str, target_os: str, mch_arch: str) -> str:
+    return f"{jit_ee_version}.{target_os}.{mch_arch}"
+
+
+# ---------------------------------------------------------------- local files
+
+def find_collection_files(directory: Path) -> List[Path]:
+    """Every `.mch`/`.mc` below `directory`, sorted, skipping the suite's temp dirs."""
+    found: List[Path] = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(TEMP_DIR_PREFIX))
+        found.extend(Path(root) / name for name in sorted(files) if is_collection_name(name))
+    return found
+
+
+def expand_local_spec(spec: str) -> List[Path]:
+    """A local `-mch_files` value: a file as is, a directory searched recursively."""
+    path = Path(spec)
+    if path.is_dir():
+        return find_collection_files(path)
+    if path.is_file():
+        return [path]
+    raise SuiteError(f"-mch_files '{spec}' is neither a file, a directory nor a URL; check the path")
+
+
+def check_collection_file(path: Path) -> None:
+    """Fail clearly when a file cannot be a collection (no `mc` record magic)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(MC_RECORD_MAGIC))
+    except OSError as exc:
+        raise SuiteError(f"cannot read collection '{path}': {exc.strerror}") from exc
+    if not head:
+        raise SuiteError(f"collection '{path}' is empty; remove it or pass other -mch_files")
+    if head != MC_RECORD_MAGIC:
+        raise SuiteError(f"'{path}' is not a method-context file (it does not start with the 'mc' "
+                         "record magic); remove it or pass other -mch_files")
+
+
+def select_collections(paths: Iterable[Path], filters: Optional[Sequence[str]]) -> List[Path]:
+    """Keep files whose name matches a filter; drop duplicates, keep order."""
+    seen = set()
+    selected: List[Path] = []
+    for path in paths:
+        key = os.path.normcase(os.path.abspath(path))
+        if key in seen or not matches_filters(path.name, filters):
+            continue
+        seen.add(key)
+        selected.append(path)
+    return selected
+
+
+def finish_selection(paths: Iterable[Path], filters: Optional[Sequence[str]], where: str) -> List[Path]:
+    selected = select_collections(paths, filters)
+    if not selected:
+        suffix = f" matching -filter {' '.join(filters)}" if filters else ""
+        raise SuiteError(f"No MCH files found to replay{suffix} (looked in {where}); "
+                         "pass -mch_files or check -filter")
+    for path in selected:
+        check_collection_file(path)
+    return selected
+
+
+# ---------------------------------------------------------------- entry point
+
+def resolve_collections(args: argparse.Namespace, settings) -> List[Path]:  # type: ignore[no-untyped-def]
+    """The collections a command should use, downloading what is needed (§12.5)."""
+    filters = getattr(args, "filter", None)
+    mch_files = getattr(args, "mch_files", None)
+    if mch_files:
+        paths: List[Path] = []
+        for spec in mch_files:
+            if is_remote(spec):
+                paths.extend(_fetch_url_spec(spec, args, settings))
+            else:
+                paths.extend(expand_local_spec(spec))
+        return finish_selection(paths, filters, "-mch_files " + " ".join(mch_files))
+    from spmi.base import config
+    guid = config.resolve_jit_ee_version(settings, getattr(args, "jit_ee_version", None))
+    store_dirs = existing_private_store_dirs(private_stores(getattr(args, "private_store", None)), guid,
+                                             settings.target_os, settings.mch_arch)
+    store_files = [p for d in store_dirs for p in find_collection_files(d)]
+    account_url = blobs.resolve_account_url(getattr(args, "storage_url", None))
+    cache_dir = download_from_storage(settings, guid, filters, bool(getattr(args, "force_download", False)),
+                                      account_url, allow_empty=bool(select_collections(store_files, filters)))
+    paths = find_collection_files(cache_dir) if cache_dir is not None else []
+    where = ([str(cache_dir)] if cache_dir is not None else []) + [str(d) for d in store_dirs]
+    return finish_selection(paths + store_files, filters, ", ".join(where) or "no cache or store")
+
+
+# ---------------------------------------------------------------- the download cache
+
+MANIFEST_NAME = "superpmi_download_complete.json"
+
+
+@dataclass
+class CacheManifest:
+    """Written last into a cache directory: what a finished download put there."""
+
+    source: str
+    files: Dict[str, int] = field(default_factory=dict)  # path relative to the cache dir -> size
+    filters: Optional[List[str]] = None  # None: everything the source had
+
+    def to_json(self) -> str:
+        return json.dumps({"source": self.source, "filters": self.filters, "files": self.files},
+                          indent=1, sort_keys=True)
+
+
+def read_manifest(cache_dir: Path) -> Optional[CacheManifest]:
+    try:
+        data = json.loads((cache_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+        filters = data.get("filters")
+        return CacheManifest(source=str(data["source"]), files={str(k): int(v) for k, v in data["files"].items()},
+                             filters=None if filters is None else [str(f) for f in filters])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def write_manifest(cache_dir: Path, manifest: CacheManifest) -> None:
+    fsutil.atomic_write_text(cache_dir / MANIFEST_NAME, manifest.to_json())
+
+
+def manifest_covers(recorded: Optional[Sequence[str]], requested: Optional[Sequence[str]]) -> bool:
+    """Did a download made with filters `recorded` fetch everything `requested` selects?"""
+    if recorded is None:
+        return True
+    if not requested:
+        return False
+    have = {f.lower() for f in recorded}
+    return all(f.lower() in have for f in requested)
+
+
+def manifest_files_intact(cache_dir: Path, manifest: CacheManifest) -> bool:
+    for relative, size in manifest.files.items():
+        path = cache_dir / relative
+        try:
+            if path.stat().st_size != size:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def cache_is_complete(cache_dir: Path, filters: Optional[Sequence[str]]) -> bool:
+    manifest = read_manifest(cache_dir)
+    return (manifest is not None and manifest_covers(manifest.filters, filters)
+            and manifest_files_intact(cache_dir, manifest))
+
+
+def merged_manifest(cache_dir: Path, source: str, new_files: Sequence[Path],
+                    filters: Optional[Sequence[str]]) -> CacheManifest:
+    """The manifest after a download: earlier intact downloads keep counting."""
+    files = {p.relative_to(cache_dir).as_posix(): p.stat().st_size for p in new_files}
+    new_filters = None if not filters else sorted({f.lower() for f in filters})
+    old = read_manifest(cache_dir)
+    if old is not None and old.source == source and manifest_files_intact(cache_dir, old):
+        files = dict(old.files, **files)
+        if old.filters is None or new_filters is None:
+            new_filters = None
+        else:
+            new_filters = sorted(set(old.filters) | set(new_filters))
+    return CacheManifest(source=source, files=files, filters=new_filters)
+
+
+def log_cache_hit(cache_dir: Path) -> None:
+    log.info('Found download cache directory "%s" and --force_download not set; skipping download', cache_dir)
+
+
+# ---------------------------------------------------------------- Azure Storage collections
+
+def collections_prefix(jit_ee_version: str, target_os: str, mch_arch: str) -> str:
+    """The part of a blob name after `collections/` that selects one target."""
+    return f"{jit_ee_version}/{target_os}/{mch_arch}/"
+
+
+def is_primary_collection_blob(name: str) -> bool:
+    lowered = name.lower()
+    return lowered.endswith((".mch", ".mch.zip", ".mc", ".mc.zip"))
+
+
+def companion_name(name: str) -> Optional[str]:
+    """`x.mch.zip` -> `x.mch.mct.zip`; `x.mch` -> `x.mch.mct` (None for other names)."""
+    lowered = name.lower()
+    if lowered.endswith(".mch.zip"):
+        return name[:-len(".zip")] + ".mct.zip"
+    if lowered.endswith(".mch"):
+        return name + ".mct"
+    return None
+
+
+def select_collection_blobs(blob_names: Iterable[str], jit_ee_version: str, target_os: str, mch_arch: str,
+                            filters: Optional[Sequence[str]]) -> List[str]:
+    """Blobs under `collections/<guid>/<os>/<arch>/` (compared lower-case) whose file name
+    matches a filter, each followed by its `.mct` companion when there is one."""
+    wanted = (COLLECTIONS_BLOB_ROOT + collections_prefix(jit_ee_version, target_os, mch_arch)).lower()
+    in_target = [n for n in blob_names if n.lower().startswith(wanted)]
+    present = set(in_target)
+    selected: List[str] = []
+    for name in sorted(in_target):
+        base = name.rsplit("/", 1)[-1]
+        if not is_primary_collection_blob(base) or not matches_filters(base, filters):
+            continue
+        selected.append(name)
+        companion = companion_name(name)
+        if companion and companion in present:
+            selected.append(companion)
+    return selected
+
+
+COLLECTIONS_BLOB_ROOT = "collections/"
+
+
+def extracted_name(blob_file_name: str) -> str:
+    return blob_file_name[:-len(".zip")] if blob_file_name.lower().endswith(".zip") else blob_file_name
+
+
+def download_from_storage(settings, jit_ee_version: str, filters: Optional[Sequence[str]],  # type: ignore[no-untyped-def]
+                          force: bool, account_url: str, allow_empty: bool = False) -> Optional[Path]:
+    """Fill `spmi_location/mch/<guid>.<os>.<arch>/` from `collections/` unless already complete.
+
+    Nothing to download is an error, unless `allow_empty` (other collections exist): then a
+    warning and None."""
+    cache_dir = settings.spmi_location / "mch" / cache_dir_name(jit_ee_version, settings.target_os, settings.mch_arch)
+    with fsutil.directory_lock(cache_dir):
+        if not force and cache_is_complete(cache_dir, filters):
+            log_cache_hit(cache_dir)
+            return cache_dir
+        prefix = collections_prefix(jit_ee_version, settings.target_os, settings.mch_arch)
+        names = blobs.list_blobs(blobs.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT, account_url)
+        selected = select_collection_blobs(names, jit_ee_version, settings.target_os, settings.mch_arch, filters)
+        if not selected:
+            where = blobs.blob_url(blobs.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT + prefix, account_url)
+            suffix = f" matching -filter {' '.join(filters)}" if filters else ""
+            if allow_empty:
+                log.warning("Warning: No Azure Storage MCH files to download from %s%s", where, suffix)
+                return None
+            raise SuiteError(f"No Azure Storage MCH files to download from {where}{suffix}; "
+                             "check -jit_ee_version, -target_os, -mch_arch and -filter, or pass -mch_files")
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        kept: List[Path] = []
+        items: List[downloads.DownloadItem] = []
+        for name in selected:
+            file_name = name.rsplit("/", 1)[-1]
+            existing = cache_dir / extracted_name(file_name)
+            if not force and existing.is_file():
+                log.debug("Already downloaded: %s", existing)
+                kept.append(existing)
+                continue
+            items.append(downloads.DownloadItem(blobs.blob_url(blobs.COLLECTIONS_CONTAINER, name, account_url),
+                                              cache_dir))
+        log.info("Downloading %d of %d collection files into %s", len(items), len(selected), cache_dir)
+        results = downloads.download_files(items, settings.show_progress)
+        downloaded = [path for paths in results if paths for path in paths]
+        source = blobs.blob_url(blobs.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT + prefix, account_url)
+        write_manifest(cache_dir, merged_manifest(cache_dir, source, kept + downloaded, filters))
+    return cache_dir
+
+
+# ---------------------------------------------------------------- URLs and UNC paths in -mch_files
+
+def url_cache_dir(settings, spec: str) -> Path:  # type: ignore[no-untyped-def]
+    """Each URL (query string ignored) gets its own directory under `mch/urls/`."""
+    key = hashlib.sha256(spec.split("?", 1)[0].encode("utf-8")).hexdigest()[:16]
+    return settings.spmi_location / "mch" / "urls" / key
+
+
+def companion_url(url: str) -> Optional[str]:
+    base, query = (url.split("?", 1) + [""])[:2]
+    companion = companion_name(base)
+    if companion is None:
+        return None
+    return companion + ("?" + query if query else "")
+
+
+def fetch_url(spec: str, settings, force: bool) -> List[Path]:  # type: ignore[no-untyped-def]
+    """Download one `-mch_files` URL (and its optional `.mct`) into the cache."""
+    target = url_cache_dir(settings, spec)
+    with fsutil.directory_lock(target):
+        if not force and cache_is_complete(target, None):
+            log_cache_hit(target)
+            return find_collection_files(target)
+        items = [downloads.DownloadItem(spec, target)]
+        companion = companion_url(spec)
+        if companion:
+            items.append(downloads.DownloadItem(companion, target, optional=True))
+        results = downloads.download_files(items, settings.show_progress)
+        files = [path for paths in results if paths for path in paths]
+        write_manifest(target, CacheManifest(source=redaction.redact(spec.split("?", 1)[0]),
+                                             files={p.relative_to(target).as_posix(): p.stat().st_size
+                                                    for p in files}))
+    return [p for p in files if is_collection_name(p.name)]
+
+
+def copy_unc_path(spec: str, settings, force: bool) -> List[Path]:  # type: ignore[no-untyped-def]
+    """Copy a collection (or a directory of them) from a network share into the cache."""
+    source = Path(spec)
+    target = settings.spmi_location / "mch" / "unc" / hashlib.sha256(spec.encode("utf-8")).hexdigest()[:16]
+    if source.is_dir():
+        originals = find_collection_files(source)
+        base = source
+    elif source.is_file():
+        originals, base = [source], source.parent
+    else:
+        raise SuiteError(f"-mch_files '{spec}' cannot be read (network path not found); check the share")
+    with fsutil.directory_lock(target):
+        if not force and cache_is_complete(target, None):
+            log_cache_hit(target)
+            return find_collection_files(target)
+        copied: List[Path] = []
+        for original in originals:
+            for candidate in (original, Path(str(original) + ".mct")):
+                if candidate.is_file():
+                    destination = target / candidate.relative_to(base)
+                    log.info("Copying %s -> %s", candidate, destination)
+                    copy_file_atomically(candidate, destination)
+                    copied.append(destination)
+        write_manifest(target, CacheManifest(source=spec, files={p.relative_to(target).as_posix(): p.stat().st_size
+                                                                 for p in copied}))
+    return [p for p in copied if is_collection_name(p.name)]
+
+
+def copy_file_atomically(source: Path, destination: Path) -> None:
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    temp = destination.with_name(destination.name + blobs.PART_SUFFIX)
+    try:
+        shutil.copyfile(source, temp)
+        os.replace(temp, destination)
+    except OSError as exc:
+        try:
+            temp.unlink()
+        except OSError:
+            pass
+        raise SuiteError(f"copying {source} to {destination} failed: {exc.strerror or exc}") from None
+
+
+def _fetch_url_spec(spec: str, args: argparse.Namespace, settings) -> List[Path]:  # type: ignore[no-untyped-def]
+    force = bool(getattr(args, "force_download", False))
+    if platforms.is_unc_path(spec):
+        return copy_unc_path(spec, settings, force)
+    return fetch_url(spec, settings, force)
+
+
+def existing_private_store_dirs(stores: Sequence[str], jit_ee_version: str, target_os: str,
+                                mch_arch: str) -> List[Path]:
+    """`<store>/<guid>/<target_os>/<mch_arch>/` for each store where it exists."""
+    dirs = []
+    for store in stores:
+        candidate = Path(store) / jit_ee_version / target_os / mch_arch
+        if candidate.is_dir():
+            dirs.append(candidate)
+        else:
+            log.debug("Private store directory %s not found; skipping", candidate)
+    return dirs

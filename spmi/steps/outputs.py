@@ -1,0 +1,30 @@
+"""Where a command's summary files go: `<prefix>_summary[.N].md`, the short form and the JSON.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional, Tuple
+
+if TYPE_CHECKING:  # PIN is for tpdiff only: imported where used
+    pass
+
+
+log = logging.getLogger("superpmi")
+
+
+def summary_paths(directory: Path, prefix: str, as_json: bool) -> Tuple[Path, Optional[Path]]:
+    """`<prefix>_summary[.N].md` + `<prefix>_short_summary[.N].md` (same N, both new), or `.json`."""
+    index = 0
+    while True:
+        suffix = "" if index == 0 else f".{index}"
+        if as_json:
+            path = directory / f"{prefix}_summary{suffix}.json"
+            if not path.exists():
+                return path, None
+        else:
+            long_path = directory / f"{prefix}_summary{suffix}.md"
+            short_path = directory / f"{prefix}_short_summary{suffix}.md"
+            if not long_path.exists() and not short_path.exists():
+                return long_path, short_path
+        index += 1

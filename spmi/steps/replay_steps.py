@@ -1,0 +1,164 @@
+"""Steps every replaying command shares (docs/contracts.md §12.6, §12.7): interpreting a
+superpmi run, counting contexts, reporting asserts and failures, and repro commands.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from spmi.base import cioutput, config
+from spmi.formats import details
+from spmi.tools import superpmi_tool
+from spmi.tools.superpmi_tool import AssertInstance, RunOptions, Verdict
+
+log = logging.getLogger("superpmi")
+
+
+@dataclass
+class CollectionOutcome:
+    """What one collection's replay produced (shared with asmdiffs)."""
+
+    mch: Path
+    verdict: Verdict
+    asserts: List[AssertInstance] = field(default_factory=list)
+    failing_contexts: List[int] = field(default_factory=list)
+    repros: List[Path] = field(default_factory=list)
+    repro_lines: List[str] = field(default_factory=list)
+    counts: superpmi_tool.ContextCounts = field(default_factory=superpmi_tool.ContextCounts)
+    exit_code: Optional[int] = None  # superpmi's own code (-1, -2 restored); None after a timeout or crash
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict.failed
+
+    def failure_line(self) -> str:
+        return f"{self.mch}: {self.verdict.message}"
+
+
+def first_error_line(stderr: str) -> str:
+    """The first `ERROR: ` line superpmi printed (the reason behind -1/-2), if any."""
+    for line in stderr.splitlines():
+        if line.startswith("ERROR: "):
+            return line[len("ERROR: "):].strip()
+    return ""
+
+
+def verdict_with_reason(verdict: Verdict, stderr: str) -> Verdict:
+    """Append superpmi's own error text to a fatal / JIT-init verdict (one line)."""
+    reason = first_error_line(stderr)
+    if verdict.failed and verdict.kind in ("fatal", "jit_init", "unknown") and reason:
+        return Verdict(verdict.failed, f"{verdict.message} ({reason})", verdict.kind, verdict.warning)
+    return verdict
+
+
+def log_verdict(verdict: Verdict) -> None:
+    if verdict.failed and not verdict.warning:
+        log.error("%s", verdict.message)
+    elif verdict.warning:
+        log.warning("%s", verdict.message)
+    else:
+        log.info("%s", verdict.message)
+
+
+def summarize_contexts(numbers: Sequence[int], shown: int = 20) -> str:
+    text = ", ".join(str(n) for n in numbers[:shown])
+    if len(numbers) > shown:
+        text += f", ... ({len(numbers)} in all)"
+    return text
+
+
+def report_asserts(asserts: Sequence[AssertInstance]) -> None:
+    for line in superpmi_tool.format_assert_report(asserts):
+        log.info("%s", line)
+
+
+def emit_azdo_issues(outcome: CollectionOutcome) -> None:
+    """AzDO timeline entries for asserts and replay failures (only under AzDO)."""
+    if not cioutput.running_under_azdo() or not outcome.failed:
+        return
+    groups = superpmi_tool.group_asserts(outcome.asserts)
+    for group in groups:
+        print(cioutput.azdo_log_issue("error", f"JIT assert in {outcome.mch.name} ({group.count}x): {group.key}"),
+              flush=True)
+    if not groups:
+        print(cioutput.azdo_log_issue("error", outcome.failure_line()), flush=True)
+
+
+def replay_summary_lines(outcomes: Sequence[CollectionOutcome]) -> List[str]:
+    failed = [o for o in outcomes if o.failed]
+    lines = ["Replay summary:"]
+    if not failed:
+        lines.append("  All replays clean")
+    else:
+        lines.append(f"  Replay failures in {len(failed)} MCH files:")
+        lines += [f"    {o.mch}" for o in failed]
+    return lines
+
+
+def finish_run(run: superpmi_tool.SuperpmiRun, mch: Path, files: superpmi_tool.RunFiles, diff_mode: bool,
+               timeout: Optional[float], diff_with_release: bool = False,
+               table: Optional["details.DetailsTable"] = None) -> CollectionOutcome:
+    """Interpret one superpmi run: verdict, counts, asserts, failing contexts (logged)."""
+    if run.timed_out:
+        verdict = superpmi_tool.timeout_verdict(timeout or 0)
+        log_verdict(verdict)
+        return CollectionOutcome(mch, verdict)
+    assert run.result is not None
+    counts = counts_from_table(table, diff_mode) if table is not None else read_counts(files.details_csv, diff_mode)
+    verdict = superpmi_tool.interpret_exit(run.result.outcome, diff_mode, counts, diff_with_release)
+    verdict = verdict_with_reason(verdict, run.stderr)
+    log_verdict(verdict)
+    if verdict.kind in (superpmi_tool.CLEAN, superpmi_tool.DIFFS) and counts.missing:
+        log.warning("%s", superpmi_tool.missing_message(counts, diff_mode))  # exit 2 hides missing data
+    code = None if run.result.outcome.crashed else run.result.code
+    outcome = CollectionOutcome(mch, verdict, counts=counts, exit_code=code)
+    outcome.asserts = superpmi_tool.parse_asserts(run.stdout, mch.name)
+    if verdict.kind == superpmi_tool.FAILURES:
+        outcome.failing_contexts = superpmi_tool.read_mcl(files.fail_mcl)
+        if outcome.failing_contexts:
+            log.info("Failing contexts: %s", summarize_contexts(outcome.failing_contexts))
+        report_asserts(outcome.asserts)
+    return outcome
+
+
+def read_counts(details_csv: Path, diff_mode: bool) -> superpmi_tool.ContextCounts:
+    """Rows and misses from the details CSV; zeros when it is missing or unreadable."""
+    try:
+        table = details.read_details_csv(details_csv, metrics=())
+    except details.DetailsError as exc:
+        log.debug("Could not read %s: %s", details_csv, exc)
+        return superpmi_tool.ContextCounts()
+    return counts_from_table(table, diff_mode)
+
+
+def counts_from_table(table: "details.DetailsTable", diff_mode: bool) -> superpmi_tool.ContextCounts:
+    rows = table.rows
+    base = sum(1 for r in rows if r.base_result == details.MISS)
+    diff = sum(1 for r in rows if r.diff_result == details.MISS)
+    if not diff_mode:
+        return superpmi_tool.ContextCounts(len(rows), base, base, base)
+    either = sum(1 for r in rows if details.MISS in (r.base_result, r.diff_result))
+    return superpmi_tool.ContextCounts(len(rows), either, base, diff)
+
+
+def repro_command_prefix(superpmi: Path, settings: config.Settings, options: RunOptions,
+                         jit_options: Sequence[str], jit: Path) -> List[str]:
+    """`<superpmi> <repro flags> <jit>`: target, altjit and JIT options as replayed."""
+    argv = [str(superpmi)]
+    argv += superpmi_tool.target_flags(settings.arch, settings.target_arch)
+    if options.altjit:
+        argv += superpmi_tool.altjit_flags(two_jits=False)
+    argv += superpmi_tool.option_flags("-jitoption", jit_options)
+    return argv + [str(jit)]
+
+
+def attach_repros(outcome: CollectionOutcome, temp_dir: Path, settings: config.Settings, mch: Path,
+                  command_prefix: Sequence[str], tag: Optional[str]) -> None:
+    if not outcome.failing_contexts:
+        return
+    outcome.repros = superpmi_tool.collect_repros(temp_dir, settings.spmi_location, mch, tag)
+    outcome.repro_lines = superpmi_tool.repro_report(outcome.repros, command_prefix, settings.host_os)
+    for line in outcome.repro_lines:
+        log.info("%s", line)

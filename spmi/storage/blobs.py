@@ -1,0 +1,320 @@
+"""Azure Blob Storage basics (docs/contracts.md §11): the account URL, blob and listing
+URLs, anonymous listing (every page), HEAD, retries with backoff, and the error kinds.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Set, Tuple
+
+from spmi.base import platforms
+from spmi.base.errors import SuiteError
+
+if TYPE_CHECKING:  # imported where used: commands that never touch storage start faster
+    pass
+from spmi.base.redaction import redact
+
+log = logging.getLogger("superpmi")
+DEFAULT_ACCOUNT_URL = "https://clrjit2.blob.core.windows.net"
+STORAGE_URL_ENV = "SUPERPMI_STORAGE_URL"
+CONNECTION_STRING_ENV = "AZURE_STORAGE_CONNECTION_STRING"
+DEVELOPMENT_STORAGE_URL = "http://127.0.0.1:10000/devstoreaccount1"
+COLLECTIONS_CONTAINER = "superpmi"
+ROLLING_BUILD_CONTAINER = "jitrollingbuild"
+TEMP_DIR_PREFIX = ".spmi-tmp"
+PART_SUFFIX = ".part"
+PART_META_SUFFIX = ".part.json"
+X_MS_VERSION = "2020-10-02"
+
+
+class StorageError(SuiteError):
+    """A storage operation failed; the message is already free of secrets."""
+
+
+class BlobNotFound(StorageError):
+    """HTTP 404: the blob (or container) is not there."""
+
+
+class AccessDenied(StorageError):
+    """HTTP 403 or an authentication failure."""
+
+
+class DownloadError(StorageError):
+    """A download could not be completed or verified."""
+
+
+def parse_connection_string(text: str) -> Dict[str, str]:
+    """`Key=Value;...` into a dict with lower-case keys (values may contain `=`)."""
+    result: Dict[str, str] = {}
+    for part in text.split(";"):
+        if "=" in part:
+            key, value = part.split("=", 1)
+            result[key.strip().lower()] = value.strip()
+    return result
+
+
+def connection_string_endpoint(text: str) -> Optional[str]:
+    """The blob account URL a connection string points at."""
+    fields = parse_connection_string(text)
+    if fields.get("blobendpoint"):
+        return fields["blobendpoint"].rstrip("/")
+    if fields.get("usedevelopmentstorage", "").lower() == "true":
+        return DEVELOPMENT_STORAGE_URL
+    account = fields.get("accountname")
+    if account:
+        protocol = fields.get("defaultendpointsprotocol", "https")
+        suffix = fields.get("endpointsuffix", "core.windows.net")
+        return f"{protocol}://{account}.blob.{suffix}"
+    return None
+
+
+def resolve_account_url(flag: Optional[str] = None, environ: Optional[Mapping[str, str]] = None,
+                        authenticated: bool = False) -> str:
+    """`-storage_url`, else `$SUPERPMI_STORAGE_URL`, else the public account (no trailing slash).
+
+    For authenticated access a connection string's endpoint comes before the default.
+    """
+    environ = os.environ if environ is None else environ
+    if flag:
+        return _clean_account_url(flag, "-storage_url")
+    from_env = environ.get(STORAGE_URL_ENV)
+    if from_env:
+        return _clean_account_url(from_env, STORAGE_URL_ENV)
+    if authenticated and environ.get(CONNECTION_STRING_ENV):
+        endpoint = connection_string_endpoint(environ[CONNECTION_STRING_ENV])
+        if endpoint:
+            return endpoint
+    return DEFAULT_ACCOUNT_URL
+
+
+def _clean_account_url(value: str, source: str) -> str:
+    value = value.strip().rstrip("/")
+    if not platforms.is_url(value):
+        raise SuiteError(f"{source} '{redact(value)}' is not an http(s) URL; "
+                         "use e.g. https://<account>.blob.core.windows.net")
+    return value
+
+
+def add_storage_url_option(parser: argparse.ArgumentParser) -> None:
+    """Add `-storage_url` unless the parser has it already."""
+    if "-storage_url" not in getattr(parser, "_option_string_actions", {}):
+        parser.add_argument("-storage_url", metavar="URL",
+                            help=f"storage account URL (default: ${STORAGE_URL_ENV}, else {DEFAULT_ACCOUNT_URL})")
+
+
+def account_name_from_url(account_url: str) -> str:
+    """`https://<name>.blob...` or path-style `http://127.0.0.1:10000/<name>` (emulator)."""
+    parsed = urllib.parse.urlsplit(account_url)
+    host = parsed.hostname or ""
+    path_parts = [p for p in parsed.path.split("/") if p]
+    if _is_ip_or_localhost(host) and path_parts:
+        return path_parts[0]
+    return host.split(".")[0]
+
+
+def _is_ip_or_localhost(host: str) -> bool:
+    return host == "localhost" or bool(re.fullmatch(r"[0-9.]+", host)) or ":" in host
+
+
+def blob_url(container: str, name: str, account_url: Optional[str] = None) -> str:
+    """`<account>/<container>/<url-encoded name>` (slashes kept)."""
+    base = resolve_account_url(None) if account_url is None else account_url.rstrip("/")
+    return f"{base}/{container}/{urllib.parse.quote(name, safe='/')}"
+
+
+def listing_url(account_url: str, container: str, prefix: str, marker: Optional[str] = None,
+                max_results: Optional[int] = None) -> str:
+    query = [("restype", "container"), ("comp", "list"), ("prefix", prefix)]
+    if marker:
+        query.append(("marker", marker))
+    if max_results:
+        query.append(("maxresults", str(max_results)))
+    encoded = "&".join(f"{k}={urllib.parse.quote(v, safe='')}" for k, v in query)
+    return f"{account_url.rstrip('/')}/{container}?{encoded}"
+
+
+def parse_listing_page(xml_bytes: bytes) -> Tuple[List[str], Optional[str]]:
+    """Blob names and the next marker (None at the end) of one listing page."""
+    import xml.etree.ElementTree as ElementTree
+    root = ElementTree.fromstring(xml_bytes)
+    names = [el.text or "" for el in root.findall("./Blobs/Blob/Name")]
+    marker_el = root.find("NextMarker")
+    marker = (marker_el.text or "").strip() if marker_el is not None else ""
+    return names, marker or None
+
+
+@dataclass
+class RetryPolicy:
+    """Transient failures are retried `attempts` times in all, with exponential back-off."""
+
+    attempts: int = 5
+    first_delay: float = 0.5
+    max_delay: float = 8.0
+
+    def delay(self, failed_attempts: int) -> float:
+        return min(self.max_delay, self.first_delay * (2 ** max(0, failed_attempts - 1)))
+
+
+RETRIES_ENV = "SUPERPMI_STORAGE_RETRIES"
+
+
+def default_retry_policy(environ: Optional[Mapping[str, str]] = None) -> RetryPolicy:
+    """5 attempts, or `$SUPERPMI_STORAGE_RETRIES` attempts (at least 1)."""
+    environ = os.environ if environ is None else environ
+    text = environ.get(RETRIES_ENV, "").strip()
+    if text:
+        if not text.isdigit() or int(text) < 1:
+            raise SuiteError(f"{RETRIES_ENV}='{text}' must be a whole number of attempts (1 or more)")
+        return RetryPolicy(attempts=int(text))
+    return RetryPolicy()
+
+
+DEFAULT_TIMEOUT = (15.0, 60.0)
+
+
+class _Transient(Exception):
+    """A failure worth retrying (connection trouble, 5xx, a short body)."""
+
+
+def _transient_exceptions() -> Tuple[type, ...]:
+    import requests
+    import urllib3.exceptions
+    return (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
+            requests.exceptions.ContentDecodingError, urllib3.exceptions.HTTPError, ConnectionError,
+            TimeoutError)
+
+
+def _is_transient_status(status: int) -> bool:
+    return status >= 500 or status in (408, 429)
+
+
+def new_session(pool_size: int = 16):  # type: ignore[no-untyped-def]
+    """A `requests` session with a connection pool big enough for the download workers."""
+    import requests
+    from requests.adapters import HTTPAdapter
+    session = requests.Session()
+    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=max(4, pool_size), max_retries=0)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    session.headers.update({"x-ms-version": X_MS_VERSION, "Accept-Encoding": "identity"})
+    return session
+
+
+def _request_with_retries(session, method: str, url: str, retry: RetryPolicy, what: str,  # type: ignore[no-untyped-def]
+                          **kwargs: Any):
+    """One small request, retried on transient failures; returns the final response."""
+    failures = 0
+    while True:
+        try:
+            response = session.request(method, url, timeout=DEFAULT_TIMEOUT, **kwargs)
+            if not _is_transient_status(response.status_code):
+                return response
+            problem = f"HTTP {response.status_code} {response.reason}"
+        except _transient_exceptions() as exc:
+            problem = _describe_exception(exc)
+        failures += 1
+        if failures >= retry.attempts:
+            raise StorageError(f"{what} failed after {failures} attempts ({problem}): {redact(url)}; "
+                               "check the network and -storage_url")
+        log.debug("%s: %s; retrying (%d/%d)", what, problem, failures, retry.attempts)
+        time.sleep(retry.delay(failures))
+
+
+def _describe_exception(exc: BaseException) -> str:
+    """A short description: the innermost OS error (e.g. connection refused) when there is one."""
+    root = _root_os_error(exc)
+    if root is not None:
+        return f"{type(root).__name__}: {root.strerror or root}"
+    text = str(exc) or type(exc).__name__
+    if len(text) > 200:
+        text = text[:200] + "..."
+    return redact(f"{type(exc).__name__}: {text}")
+
+
+def _root_os_error(exc: BaseException) -> Optional[OSError]:
+    seen: Set[int] = set()
+    current: Optional[BaseException] = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno is not None and current.strerror:
+            return current
+        reason = getattr(current, "reason", None)
+        first_arg = current.args[0] if current.args and isinstance(current.args[0], BaseException) else None
+        current = (reason if isinstance(reason, BaseException) else None) or current.__cause__ \
+            or current.__context__ or first_arg
+    return None
+
+
+def list_blobs(container: str, prefix: str = "", account_url: Optional[str] = None,
+               max_results: Optional[int] = None, session=None,  # type: ignore[no-untyped-def]
+               retry: Optional[RetryPolicy] = None) -> List[str]:
+    """Every blob name under `prefix`, following `NextMarker` to the end (§11.2)."""
+    account_url = resolve_account_url(None) if account_url is None else account_url.rstrip("/")
+    session = session or new_session()
+    retry = retry or default_retry_policy()
+    names: List[str] = []
+    marker: Optional[str] = None
+    while True:
+        url = listing_url(account_url, container, prefix, marker, max_results)
+        response = _request_with_retries(session, "GET", url, retry, "Listing")
+        if response.status_code != 200:
+            raise StorageError(f"listing {redact(url)} failed: HTTP {response.status_code} {response.reason}"
+                               f"{_error_code_suffix(response)}; check -storage_url and the container name")
+        try:
+            page, marker = parse_listing_page(response.content)
+        except SyntaxError as exc:  # xml.etree.ElementTree.ParseError
+            raise StorageError(f"listing {redact(url)} returned unreadable XML ({exc})") from exc
+        names.extend(page)
+        log.debug("Listed %d blobs from %s", len(page), redact(url))
+        if marker is None:
+            return names
+
+
+def _error_code_suffix(response) -> str:  # type: ignore[no-untyped-def]
+    code = response.headers.get("x-ms-error-code")
+    return f" ({code})" if code else ""
+
+
+@dataclass
+class BlobInfo:
+    """What HEAD says about a blob."""
+
+    url: str
+    length: int
+    etag: Optional[str]
+    content_md5: Optional[str]
+
+
+def head_blob(url: str, session=None, retry: Optional[RetryPolicy] = None) -> Optional[BlobInfo]:  # type: ignore[no-untyped-def]
+    """Size, ETag and MD5 of a blob; None when it does not exist (404)."""
+    session = session or new_session()
+    retry = retry or default_retry_policy()
+    response = _request_with_retries(session, "HEAD", url, retry, "Reading blob properties")
+    if response.status_code == 404:
+        return None
+    _raise_for_final_status(response.status_code, response.reason, url)
+    length_text = response.headers.get("Content-Length")
+    if length_text is None or not length_text.isdigit():
+        raise DownloadError(f"no usable Content-Length for {redact(url)}")
+    return BlobInfo(url=url, length=int(length_text), etag=response.headers.get("ETag"),
+                    content_md5=response.headers.get("Content-MD5"))
+
+
+def blob_exists(container: str, name: str, account_url: Optional[str] = None, session=None) -> bool:  # type: ignore[no-untyped-def]
+    return head_blob(blob_url(container, name, account_url), session) is not None
+
+
+def _raise_for_final_status(status: int, reason: str, url: str) -> None:
+    if 200 <= status < 300:
+        return
+    if status == 404:
+        raise BlobNotFound(f"not found (HTTP 404): {redact(url)}")
+    if status in (401, 403):
+        raise AccessDenied(f"access denied (HTTP {status} {reason}): {redact(url)}; "
+                           "the container may not allow anonymous reading")
+    raise DownloadError(f"HTTP {status} {reason} for {redact(url)}")

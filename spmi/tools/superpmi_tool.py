@@ -1,0 +1,550 @@
+"""Driving `superpmi`: argument vectors, running it, and reading what it says.
+
+Pure parts (tested without processes):
+
+* the run options every replaying command shares (`add_run_options`,
+  `RunOptions.from_args`) and how they map to superpmi switches (docs/contracts.md §12.6);
+* argument vectors for replay, asmdiffs and listing runs (§12.6);
+* what an exit code means for a command (§2.9, §12.7);
+* JIT assert lines (§2.8.3), their grouping and report (§12.7);
+* `.mcl` lists (§3.1) and the `-details` path rule (§12.1).
+
+I/O at the edges: `run_superpmi` (one process through `runner.run`, a timeout
+becomes a failed run with a one-line reason) and `collect_repros` (moves repro
+`.mc` files into a unique `repro.<mch base>` directory).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+
+from spmi.base import errors, fsutil, platforms, runner
+from spmi.base.errors import SuiteError
+
+log = logging.getLogger("superpmi")
+
+ASSERT_RE = re.compile(r"ISSUE: <ASSERT> #([0-9]+) (.*) \(([0-9]*)\) - Assertion failed '(.*)' in '.*' "
+                       r"during '.*' \(IL size ([0-9]*); hash .*\)")
+ASSERT_INSTANCES_SHOWN = 25
+ALTJIT_OPTIONS = ("AltJit=*", "AltJitNgen=*")
+#: Forced on both JITs in asmdiffs (§12.6); JitAlignLoops=0 is added unless --alignloops.
+ASMDIFFS_REPLAY_OPTIONS = ("JitEnableNoWayAssert=1", "JitNoForceFallback=1")
+ALIGN_LOOPS_OFF = "JitAlignLoops=0"
+REPRO_PREFIX = "repro"
+
+
+# ---------------------------------------------------------------- run options
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The replay options replay, asmdiffs, tpdiff and memdiff share (§12.1)."""
+    group = parser.add_argument_group("replay options")
+    group.add_argument("-jit_name", help="JIT file name to look for (default: native or cross name for the target)")
+    group.add_argument("--altjit", action="store_true",
+                       help="replay with AltJit=* and AltJitNgen=* (cross-target altjits)")
+    group.add_argument("--sequential", action="store_true", help="run superpmi without -p (one process)")
+    group.add_argument("--parallelism", type=int, metavar="N", help="superpmi -p N (default: -p, one worker per CPU)")
+    group.add_argument("-compile", "-c", dest="compile", metavar="LIST",
+                       help="compile only these contexts (superpmi -c: 20, 5,10-99, or an .mcl file); implies no -p")
+    group.add_argument("-error_limit", type=int, metavar="N",
+                       help="stop after N compile errors (superpmi -failureLimit)")
+    group.add_argument("-spmi_log_file", metavar="FILE", help="superpmi -w log file (requires --sequential)")
+    group.add_argument("--break_on_assert", action="store_true", help="superpmi -boa")
+    group.add_argument("--break_on_error", action="store_true", help="superpmi -boe")
+    group.add_argument("--produce_repro", action="store_true",
+                       help="write a .mc repro per failing context into repro.<collection>")
+    group.add_argument("-details", metavar="FILE_OR_DIR",
+                       help="keep superpmi's details CSV: a directory (one <collection>.csv each) or a file")
+    group.add_argument("--skip_cleanup", action="store_true", help="keep the temporary directory")
+    group.add_argument("--timeout", type=float, metavar="SECONDS",
+                       help="kill a superpmi process (and its workers) running longer than this")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    sequential: bool = False
+    parallelism: Optional[int] = None
+    compile_list: Optional[str] = None
+    error_limit: Optional[int] = None
+    spmi_log_file: Optional[str] = None
+    break_on_assert: bool = False
+    break_on_error: bool = False
+    produce_repro: bool = False
+    details: Optional[str] = None
+    skip_cleanup: bool = False
+    jit_name: Optional[str] = None
+    altjit: bool = False
+    timeout: Optional[float] = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "RunOptions":
+        options = cls(sequential=bool(getattr(args, "sequential", False)),
+                      parallelism=getattr(args, "parallelism", None),
+                      compile_list=getattr(args, "compile", None),
+                      error_limit=getattr(args, "error_limit", None),
+                      spmi_log_file=getattr(args, "spmi_log_file", None),
+                      break_on_assert=bool(getattr(args, "break_on_assert", False)),
+                      break_on_error=bool(getattr(args, "break_on_error", False)),
+                      produce_repro=bool(getattr(args, "produce_repro", False)),
+                      details=getattr(args, "details", None),
+                      skip_cleanup=bool(getattr(args, "skip_cleanup", False)),
+                      jit_name=getattr(args, "jit_name", None),
+                      altjit=bool(getattr(args, "altjit", False)),
+                      timeout=getattr(args, "timeout", None))
+        options.validate()
+        return options
+
+    def validate(self) -> None:
+        if self.spmi_log_file and not self.sequential:
+            raise SuiteError("-spmi_log_file requires --sequential (superpmi does not pass -w to its workers)")
+        if self.parallelism is not None and self.parallelism < 1:
+            raise SuiteError(f"--parallelism {self.parallelism} must be at least 1")
+        if self.parallelism is not None and self.parallelism > 64:
+            raise SuiteError(f"--parallelism {self.parallelism} is more than superpmi allows (64)")
+        if self.error_limit is not None and self.error_limit < 1:
+            raise SuiteError(f"-error_limit {self.error_limit} must be at least 1")
+        if self.timeout is not None and self.timeout <= 0:
+            raise SuiteError(f"--timeout {self.timeout:g} must be a positive number of seconds")
+        if self.compile_list is not None and not self.compile_list.strip():
+            raise SuiteError("-compile needs a context list such as 20, 5,10-99 or a .mcl file")
+
+    @property
+    def uses_parallel(self) -> bool:
+        return not self.sequential and self.compile_list is None
+
+    def worker_count(self) -> int:
+        """Processes the suite's own parallel work may use (listing generation)."""
+        if self.sequential:
+            return 1
+        if self.parallelism:
+            return self.parallelism
+        return max(1, min(os.cpu_count() or 1, 64))
+
+
+# ---------------------------------------------------------------- argument pieces (pure)
+
+def parallel_flags(options: RunOptions) -> List[str]:
+    """`[par]`: `-p` or `-p N`, unless --sequential or -c."""
+    if not options.uses_parallel:
+        return []
+    if options.parallelism:
+        return ["-p", str(options.parallelism)]
+    return ["-p"]
+
+
+def common_flags(options: RunOptions) -> List[str]:
+    """`[common]` = `[-boa] [-boe] [-c <list>] [-w <file>] [-failureLimit <N>]`."""
+    flags: List[str] = []
+    if options.break_on_assert:
+        flags.append("-boa")
+    if options.break_on_error:
+        flags.append("-boe")
+    if options.compile_list is not None:
+        flags += ["-c", options.compile_list]
+    if options.spmi_log_file:
+        flags += ["-w", options.spmi_log_file]
+    if options.error_limit is not None:
+        flags += ["-failureLimit", str(options.error_limit)]
+    return flags
+
+
+def target_flags(host_arch: str, target_arch: str) -> List[str]:
+    return ["-target", target_arch] if host_arch != target_arch else []
+
+
+def option_flags(switch: str, values: Iterable[str], force: bool = False) -> List[str]:
+    """`-jitoption [force] k=v` for each value."""
+    flags: List[str] = []
+    for value in values:
+        flags += [switch, "force", value] if force else [switch, value]
+    return flags
+
+
+def altjit_flags(two_jits: bool) -> List[str]:
+    flags = option_flags("-jitoption", ALTJIT_OPTIONS, force=True)
+    if two_jits:
+        flags += option_flags("-jit2option", ALTJIT_OPTIONS, force=True)
+    return flags
+
+
+def asmdiffs_replay_options(align_loops: bool) -> List[str]:
+    values = list(ASMDIFFS_REPLAY_OPTIONS)
+    if not align_loops:
+        values.append(ALIGN_LOOPS_OFF)
+    return values
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """Per-collection files superpmi writes."""
+
+    fail_mcl: Path
+    details_csv: Path
+    repro_prefix: Optional[Path] = None
+
+
+def build_replay_argv(superpmi: Path, jit: Path, mch: Path, files: RunFiles, options: RunOptions,
+                      host_arch: str, target_arch: str, jit_options: Sequence[str]) -> List[str]:
+    """replay: `superpmi -v ewi [-r] [par] [common] [altjit] [-target] [-jitoption o]… -f -details <jit> <mch>`."""
+    argv = [str(superpmi), "-v", "ewi"]
+    if files.repro_prefix is not None:
+        argv += ["-r", str(files.repro_prefix)]
+    argv += parallel_flags(options) + common_flags(options)
+    if options.altjit:
+        argv += altjit_flags(two_jits=False)
+    argv += target_flags(host_arch, target_arch)
+    argv += option_flags("-jitoption", jit_options)
+    argv += ["-f", str(files.fail_mcl), "-details", str(files.details_csv), str(jit), str(mch)]
+    return argv
+
+
+@dataclass(frozen=True)
+class JitPairOptions:
+    """JIT config for a two-JIT run: forced replay vars, then side-specific, then shared options."""
+
+    forced: Sequence[str] = ()
+    shared: Sequence[str] = ()
+    base_only: Sequence[str] = ()
+    diff_only: Sequence[str] = ()
+
+    def side(self, side: str) -> List[str]:
+        """Non-forced options one JIT gets, in the §12.6 order (side-specific first)."""
+        specific = self.base_only if side == "base" else self.diff_only
+        return list(specific) + list(self.shared)
+
+
+def build_asmdiffs_argv(superpmi: Path, base_jit: Path, diff_jit: Path, mch: Path, files: RunFiles,
+                        options: RunOptions, host_arch: str, target_arch: str, jit_options: JitPairOptions,
+                        ignore_stored_config: bool = False) -> List[str]:
+    """asmdiffs: `superpmi -a -v ewi -f -details [-r] [-target] [altjit] -jitoption force …
+    [-jitoption …] -jit2option force … [-jit2option …] [par] [common] [-ignoreStoredConfig] <base> <diff> <mch>`."""
+    argv = [str(superpmi), "-a", "-v", "ewi", "-f", str(files.fail_mcl), "-details", str(files.details_csv)]
+    if files.repro_prefix is not None:
+        argv += ["-r", str(files.repro_prefix)]
+    argv += target_flags(host_arch, target_arch)
+    if options.altjit:
+        argv += altjit_flags(two_jits=True)
+    argv += option_flags("-jitoption", jit_options.forced, force=True)
+    argv += option_flags("-jitoption", jit_options.side("base"))
+    argv += option_flags("-jit2option", jit_options.forced, force=True)
+    argv += option_flags("-jit2option", jit_options.side("diff"))
+    argv += parallel_flags(options) + common_flags(options)
+    if ignore_stored_config:
+        argv.append("-ignoreStoredConfig")
+    argv += [str(base_jit), str(diff_jit), str(mch)]
+    return argv
+
+
+def build_listing_argv(superpmi: Path, jit: Path, mch: Path, contexts: Sequence[int], host_arch: str,
+                       target_arch: str, altjit: bool, forced: Sequence[str], jit_options: Sequence[str],
+                       stdout_file: Optional[Path]) -> List[str]:
+    """Listing run for one JIT: `superpmi -c <list> [-target] [altjit] -jitoption force … [-jitoption …] <jit> <mch>`.
+
+    With `stdout_file` the JIT's stdout goes there through a forced option (so a
+    value recorded in the collection cannot redirect it).
+    """
+    argv = [str(superpmi), "-c", format_context_list(contexts)]
+    argv += target_flags(host_arch, target_arch)
+    if altjit:
+        argv += altjit_flags(two_jits=False)
+    forced_values = list(forced)
+    if stdout_file is not None:
+        forced_values.append(f"JitStdOutFile={stdout_file}")
+    argv += option_flags("-jitoption", forced_values, force=True)
+    argv += option_flags("-jitoption", jit_options)
+    argv += [str(jit), str(mch)]
+    return argv
+
+
+def format_context_list(contexts: Sequence[int]) -> str:
+    """Strictly increasing context numbers as a superpmi `-c` list, ranges collapsed."""
+    numbers = sorted(set(contexts))
+    if not numbers or numbers[0] < 1:
+        raise ValueError("context numbers start at 1")
+    parts: List[str] = []
+    start = prev = numbers[0]
+    for number in numbers[1:] + [None]:  # type: ignore[list-item]
+        if number is not None and number == prev + 1:
+            prev = number
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if number is not None:
+            start = prev = number
+    return ",".join(parts)
+
+
+# ---------------------------------------------------------------- results (pure)
+
+CLEAN, DIFFS, MISSING, FAILURES = "clean", "diffs", "missing", "failures"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one superpmi run's exit means for the command."""
+
+    failed: bool
+    message: str
+    kind: str  # clean | diffs | missing | failures | fatal | jit_init | crash | unknown | timeout
+    warning: bool = False
+
+
+@dataclass(frozen=True)
+class ContextCounts:
+    """From the details CSV: rows and misses (per side in diff mode)."""
+
+    total: int = 0
+    missing: int = 0
+    missing_base: int = 0
+    missing_diff: int = 0
+
+
+def crash_message(outcome: platforms.ExitOutcome) -> str:
+    number = outcome.signal_number
+    if number == 11:
+        return "Fatal error, SuperPMI has returned SIGSEGV (segmentation fault), please check the log for more details."
+    if number is not None and number >= 0xC0000000:
+        return (f"Fatal error, SuperPMI crashed with status 0x{number:08X}, "
+                "please check the log for more details.")
+    return (f"Fatal error, SuperPMI has returned {platforms.signal_name(number)} (crash), "
+            "please check the log for more details.")
+
+
+def interpret_exit(outcome: platforms.ExitOutcome, diff_mode: bool, counts: ContextCounts,
+                   diff_with_release: bool = False) -> Verdict:
+    """§12.7: exit code → failure or not, with the original console wording."""
+    if outcome.crashed or outcome.code == 139:
+        crashed = outcome if outcome.crashed else platforms.ExitOutcome(139, True, 11)
+        return Verdict(True, crash_message(crashed), "crash")
+    code = outcome.code
+    if code == 0:
+        what = "diff" if diff_mode else "replay"
+        return Verdict(False, f"Clean SuperPMI {what} ({counts.total} contexts processed)", CLEAN)
+    if code == 2 and diff_mode:
+        if diff_with_release:
+            return Verdict(True, "Asm diffs found (a failure with --diff_with_release)", DIFFS)
+        return Verdict(False, "Asm diffs found", DIFFS)
+    if code == 3:
+        return Verdict(False, missing_message(counts, diff_mode), MISSING, warning=True)
+    if code == 1:
+        return Verdict(True, "Compilation failures", FAILURES, warning=True)
+    if code == -1:
+        return Verdict(True, "General fatal error, please check the log for more details.", "fatal")
+    if code == -2:
+        return Verdict(True, "JIT failed to initialize, please check the log for more details.", "jit_init")
+    return Verdict(True, f"Unknown error code {code}, please check the log for more details.", "unknown")
+
+
+def missing_message(counts: ContextCounts, diff_mode: bool) -> str:
+    if diff_mode:
+        return (f"SuperPMI encountered missing data. Missing with base JIT: {counts.missing_base}. "
+                f"Missing with diff JIT: {counts.missing_diff}. Total contexts: {counts.total}.")
+    return f"SuperPMI encountered missing data for {counts.missing} out of {counts.total} contexts"
+
+
+def timeout_verdict(seconds: float) -> Verdict:
+    return Verdict(True, f"superpmi did not finish within {seconds:g} s (--timeout) and was killed", "timeout")
+
+
+# ---------------------------------------------------------------- asserts (pure)
+
+@dataclass(frozen=True)
+class AssertInstance:
+    mch: str
+    context: int
+    file: str
+    line: str
+    expression: str
+    il_size: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.expression} ({self.file}:{self.line})"
+
+
+def parse_asserts(output: str, mch: str) -> List[AssertInstance]:
+    """Every `ISSUE: <ASSERT>` line of superpmi's stdout (§2.8.3)."""
+    found: List[AssertInstance] = []
+    if "<ASSERT>" not in output:
+        return found
+    for line in output.splitlines():
+        match = ASSERT_RE.search(line)
+        if match:
+            context, src, src_line, expression, il_size = match.groups()
+            found.append(AssertInstance(mch, int(context), src, src_line, expression,
+                                        int(il_size) if il_size else 0))
+    return found
+
+
+@dataclass
+class AssertGroup:
+    key: str
+    instances: List[AssertInstance] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.instances)
+
+    def sorted_instances(self) -> List[AssertInstance]:
+        return sorted(self.instances, key=lambda a: (a.il_size, a.mch, a.context))
+
+
+def group_asserts(instances: Iterable[AssertInstance]) -> List[AssertGroup]:
+    """Group by `<expression> (<file>:<line>)`; most frequent first, then by key."""
+    groups: Dict[str, AssertGroup] = {}
+    for instance in instances:
+        groups.setdefault(instance.key, AssertGroup(instance.key)).instances.append(instance)
+    return sorted(groups.values(), key=lambda g: (-g.count, g.key))
+
+
+def format_assert_report(instances: Sequence[AssertInstance], limit: int = ASSERT_INSTANCES_SHOWN) -> List[str]:
+    """The `============================== Assertions:` block (empty when no asserts)."""
+    groups = group_asserts(instances)
+    if not groups:
+        return []
+    lines = ["============================== Assertions:"]
+    for index, group in enumerate(groups, start=1):
+        lines.append(f"=== Assertion #{index}/{len(groups)} (count: {group.count}): {group.key}")
+        ordered = group.sorted_instances()
+        for instance in ordered[:limit]:
+            lines.append(f"  {instance.mch} # {instance.context} : IL size {instance.il_size}")
+        if len(ordered) > limit:
+            lines.append(f"  ... omitting {len(ordered) - limit} instances")
+    return lines
+
+
+# ---------------------------------------------------------------- files (pure + small I/O)
+
+def parse_mcl(text: str) -> List[int]:
+    """An `.mcl` list, read tolerantly (LF or CRLF, blanks and whitespace ignored)."""
+    numbers: List[int] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped:
+            try:
+                numbers.append(int(stripped))
+            except ValueError:
+                raise SuiteError(f"'{stripped}' in a method-context list is not a context number") from None
+    return numbers
+
+
+def read_mcl(path: Path) -> List[int]:
+    try:
+        return parse_mcl(path.read_text(encoding="utf-8", errors="replace"))
+    except FileNotFoundError:
+        return []
+
+
+def details_csv_path(details: Optional[str], mch: Path, temp_dir: Path) -> Path:
+    """§12.1: an existing dir → `<dir>/<mch name>.csv`; another value → that file; none → temp."""
+    if details:
+        target = Path(details)
+        if target.is_dir():
+            return target / f"{mch.name}.csv"
+        return target
+    return temp_dir / f"{mch.name}_details.csv"
+
+
+def run_files(temp_dir: Path, mch: Path, options: RunOptions) -> RunFiles:
+    repro = temp_dir / REPRO_PREFIX if options.produce_repro else None
+    return RunFiles(fail_mcl=temp_dir / f"{mch.name}_fail.mcl",
+                    details_csv=details_csv_path(options.details, mch, temp_dir), repro_prefix=repro)
+
+
+def mch_base_name(mch: Path) -> str:
+    """`<mch base>`: the collection file name without `.mch`."""
+    name = mch.name
+    return name[:-4] if name.lower().endswith(".mch") else name
+
+
+def safe_tag(tag: Optional[str]) -> Optional[str]:
+    """`-tag` made file-name safe (non-alphanumerics → `_`)."""
+    if not tag:
+        return None
+    return re.sub(r"[^A-Za-z0-9]", "_", tag)
+
+
+def output_dir_name(kind: str, mch: Path, tag: Optional[str] = None) -> str:
+    """`<kind>.[<tag>.]<mch base>` (kind: asm, jitdump, repro)."""
+    parts = [kind]
+    cleaned = safe_tag(tag)
+    if cleaned:
+        parts.append(cleaned)
+    parts.append(mch_base_name(mch))
+    return ".".join(parts)
+
+
+# ---------------------------------------------------------------- processes
+
+@dataclass
+class SuperpmiRun:
+    argv: List[str]
+    verdict: Optional[Verdict]
+    result: Optional[runner.RunResult]
+    timed_out: bool = False
+    timeout_message: str = ""
+
+    @property
+    def stdout(self) -> str:
+        return self.result.stdout if self.result else ""
+
+    @property
+    def stderr(self) -> str:
+        return self.result.stderr if self.result else ""
+
+
+def run_superpmi(argv: Sequence[str], core_root: Path, timeout: Optional[float],
+                 extra_env: Optional[Mapping[str, str]] = None) -> SuperpmiRun:
+    """One superpmi process (cwd Core_Root). A timeout kills the tree and is reported, not raised."""
+    try:
+        result = runner.run(argv, cwd=core_root, timeout=timeout, extra_env=extra_env, log_output=False)
+    except errors.ToolTimeout as exc:
+        log.debug("%s", exc)
+        return SuperpmiRun(list(argv), None, None, timed_out=True, timeout_message=str(exc))
+    log_output_block(result)
+    return SuperpmiRun(list(argv), None, result)
+
+
+def log_output_block(result: runner.RunResult) -> None:
+    """The process's output in the log as one record per stream (tens of thousands of
+    `ISSUE:` lines cost real time as separate records)."""
+    for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
+        if text.strip():
+            log.debug("%s %s (%s):\n%s", Path(result.argv[0]).name, name, result.outcome.describe(),
+                      text.rstrip("\n"))
+
+
+def collect_repros(temp_dir: Path, spmi_location: Path, mch: Path, tag: Optional[str] = None) -> List[Path]:
+    """Move `<temp>/repro-*.mc` into a new unique `repro.[<tag>.]<mch base>` directory."""
+    produced = sorted(temp_dir.glob(f"{REPRO_PREFIX}-*.mc"), key=_repro_sort_key)
+    if not produced:
+        return []
+    target = fsutil.unique_dir_path(spmi_location / output_dir_name("repro", mch, tag))
+    target.mkdir(parents=True)
+    moved = []
+    for path in produced:
+        destination = target / path.name
+        shutil.move(str(path), str(destination))
+        moved.append(destination)
+    return moved
+
+
+def _repro_sort_key(path: Path) -> tuple:
+    match = re.search(r"-(\d+)\.mc$", path.name)
+    return (int(match.group(1)) if match else 0, path.name)
+
+
+def repro_report(repros: Sequence[Path], command_prefix: Sequence[str], host_os: str) -> List[str]:
+    """`Repro <n> .mc file(s) created for failures:`, the files, and a paste-ready command."""
+    if not repros:
+        return []
+    lines = [f"Repro {len(repros)} .mc file(s) created for failures:"]
+    lines += [f"  {path}" for path in repros]
+    placeholder = str(repros[0].parent / "xxxxx.mc")
+    lines.append("To run a repro (replace xxxxx with the file name):")
+    lines.append("  " + runner.format_command(list(command_prefix) + [placeholder], host_os))
+    return lines
