@@ -209,11 +209,11 @@ def tier_for_prepare(method: MethodSpec, settings: RuntimeSettings) -> Optional[
     return "Tier0" if settings.tiered_compilation else "FullOpts"
 
 
-def plan_pmi(pmi: AssemblySpec, target: AssemblySpec, settings: RuntimeSettings,
-             resolved: Sequence[str] = ()) -> List[Compilation]:
-    """Compilations of ``corerun pmi.dll DRIVEALL <target>``: PMI's own code as it runs, then
-    every method of ``target`` whose referenced assembly (``uses``) is in ``resolved``."""
-    plan = plan_run(pmi, settings)
+def plan_prepare_all(target: AssemblySpec, settings: RuntimeSettings,
+                     resolved: Sequence[str] = ()) -> List[Compilation]:
+    """What PMI's DRIVEALL compiles of ``target``: every method not precompiled whose
+    referenced assembly (``uses``) is in ``resolved``, in declaration order."""
+    plan: List[Compilation] = []
     for method in target.methods:
         if method.uses and method.uses not in resolved:
             continue
@@ -221,6 +221,13 @@ def plan_pmi(pmi: AssemblySpec, target: AssemblySpec, settings: RuntimeSettings,
         if tier is not None:
             plan.append(Compilation(target.name, method, tier))
     return plan
+
+
+def plan_pmi(pmi: AssemblySpec, target: AssemblySpec, settings: RuntimeSettings,
+             resolved: Sequence[str] = ()) -> List[Compilation]:
+    """Compilations of ``corerun pmi.dll DRIVEALL <target>``: PMI's own code as it runs
+    (:func:`plan_run`), then :func:`plan_prepare_all`."""
+    return plan_run(pmi, settings) + plan_prepare_all(target, settings, resolved)
 
 
 def method_features(method: MethodSpec) -> Features:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from .assembly import (KIND_APP, KIND_PMI, AssemblySpec, Compilation, NotAnAssembly, RuntimeSettings,
-                       method_features, plan_pmi, plan_run, pmi_path_dirs, read_assembly, resolve_reference,
+                       method_features, plan_prepare_all, plan_run, pmi_path_dirs, read_assembly, resolve_reference,
                        runtime_config, runtime_settings)
 from .context import MethodContext, compute_method_hash, pseudo_il
 from .jitfile import DEFAULT_GUID, JitSpec, host_os, jit_file_name
@@ -175,6 +175,7 @@ def run_pmi(jit: LoadedJit, pmi: AssemblySpec, args: List[str], environ: Mapping
     if len(args) != 2 or args[0].upper() != "DRIVEALL":
         sys.stdout.write(PMI_USAGE)
         return PMI_FAILURE
+    compile_all(jit, plan_run(pmi, jit.settings))  # PMI's own code runs first
     target_path = Path(args[1])
     try:
         target = open_assembly(target_path)
@@ -189,11 +190,10 @@ def run_pmi(jit: LoadedJit, pmi: AssemblySpec, args: List[str], environ: Mapping
             skipped = sum(1 for m in target.methods if m.uses == reference)
             sys.stdout.write("PMI: could not resolve reference '%s' (not next to the assembly or on PMIPATH); "
                              "skipping %d methods\n" % (reference, skipped))
-    plan = plan_pmi(pmi, target, jit.settings, resolved)
+    plan = plan_prepare_all(target, jit.settings, resolved)
     compile_all(jit, plan)
-    prepared = sum(1 for c in plan if c.assembly == target.name)
     sys.stdout.write("Completed assembly %s - #methods: %d, #jitted: %d\n"
-                     % (target_path, len(target.methods), prepared))
+                     % (target_path, len(target.methods), len(plan)))
     return 0
 
 

@@ -341,6 +341,8 @@ def write_manifest(toolchain: Toolchain) -> Path:
         "host_os": toolchain.host_os, "host_arch": toolchain.host_arch, "jit_ee_guid": toolchain.guid,
         "superpmi": str(toolchain.superpmi), "mcs": str(toolchain.mcs), "pin": str(toolchain.pin),
         "pintool": str(toolchain.pintool), "jit_names": toolchain.jit_names,
+        "corerun": str(toolchain.corerun), "shim_collector": str(toolchain.shim), "pmi_dll": str(toolchain.pmi_dll),
+        "apps_dir": str(toolchain.apps_dir), "deps_dir": str(toolchain.deps_dir),
         "collections": {t: [str(p) for p in paths] for t, paths in toolchain.collections.items()},
     }
     path = toolchain.root / "toolchain.json"
@@ -369,6 +371,12 @@ def write_layout_readme(toolchain: Toolchain, contexts: int) -> Path:
         "| `pintools/1.0/%s/` | `pin` and the `clrjit_inscount_%s` pintool; `pintools/1.0/%s.tar.gz` is the same tree packed |"
         % (toolchain.host_os, toolchain.host_arch, toolchain.host_os),
         "| `collections/%s/<os>/<arch>/` | collections (`.mch` + `.mch.mct`), %d contexts each |" % (toolchain.guid, contexts),
+        "| `core_root/corerun`, `core_root/%s` | the host program and the shim collector (collecting) |"
+        % toolchain.shim.name,
+        "| `pmi/pmi.dll` | PMI: `core_root/corerun pmi/pmi.dll DRIVEALL <assembly>` compiles every method |",
+        "| `apps/` | sample apps: `hello.dll`, `failing.dll` (one context fails replay), `crash.dll` (crashes the "
+        "host), `library.dll` (needs `deps/` on `PMIPATH`), `native.dll` (not managed) |",
+        "| `deps/deps.dll` | the assembly `apps/library.dll` references |",
         "| `toolchain.json` | the same facts, machine-readable |",
         "",
         "JIT file per target:",
