@@ -264,6 +264,12 @@ def test_crashing_app_leaves_a_truncated_last_record(chain, tmp_path):
     replayed, _, _ = replay(chain, out, tmp_path)
     assert replayed.returncode == 0
 
+    pmi_dir = tmp_path / "pmi"
+    under_pmi = corerun(chain, [chain.pmi_dll, "DRIVEALL", chain.app("crash")], shim_env(chain, pmi_dir), tmp_path)
+    assert under_pmi.returncode == -signal.SIGSEGV
+    refs, truncated_at = mchfile.scan_complete_records(mc_files(pmi_dir)[0].read_bytes())
+    assert len(refs) == 6 and truncated_at is not None
+
 
 def test_other_framing_damage_still_fails_merge(chain, tmp_path):
     log_dir = tmp_path / "mc"
