@@ -202,8 +202,8 @@ def test_without_extra_superpmi_queries_a_context_misses_data(chain, tmp_path):
 def test_pmi_drives_every_method_and_honours_pmipath(chain, tmp_path):
     def drive(name: str, target: Path, extra: Dict[str, str]):
         log_dir = tmp_path / name
-        result = corerun(chain, [chain.pmi_dll, "DRIVEALL", target], shim_env(chain, log_dir, dict(COLLECT_ENV, **extra)),
-                         tmp_path)
+        env = shim_env(chain, log_dir, dict(COLLECT_ENV, **extra))
+        result = corerun(chain, [chain.pmi_dll, "DRIVEALL", target], env, tmp_path)
         names = [c.name for path in mc_files(log_dir) for c in contexts_in(path)]
         return result, names
 
@@ -213,7 +213,8 @@ def test_pmi_drives_every_method_and_honours_pmipath(chain, tmp_path):
     assert [n.split(":")[0] for n in names] == ["PMI.Program", "PMI.PrepareAll", "PMI.PrepareAll",
                                                 "Sample.Library.Shapes", "Sample.Library.Shapes",
                                                 "Sample.Library.Sorting"]
-    result, names = drive("pmipath", chain.app("library"), {"PMIPATH": os.pathsep.join(["/nowhere", str(chain.deps_dir)])})
+    pmi_path = os.pathsep.join([str(tmp_path / "nowhere"), str(chain.deps_dir)])
+    result, names = drive("pmipath", chain.app("library"), {"PMIPATH": pmi_path})
     assert result.returncode == 0 and b"#methods: 6, #jitted: 5" in result.stdout
     assert len(names) == 3 + 5
     result, names = drive("r2r0", chain.app("library"), {"PMIPATH": str(chain.deps_dir), "DOTNET_ReadyToRun": "0"})
