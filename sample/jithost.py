@@ -64,6 +64,8 @@ class Settings:
     eh_dump: bool
     dump: Optional[str]
     altjit: Optional[str]
+    opt_repeat: Optional[str] = None
+    opt_repeat_count: int = 2
 
 
 @dataclass
@@ -91,6 +93,20 @@ def _truthy(value: Optional[str]) -> bool:
         return int(value, 0) != 0
     except ValueError:
         return False
+
+
+def _count(value: Optional[str], default: int) -> int:
+    try:
+        return max(int(value or "", 0), 1)
+    except ValueError:
+        return default
+
+
+def optimizer_passes(settings: "Settings", context: MethodContext) -> int:
+    """How often the optimizer runs: ``JitOptRepeatCount`` for methods ``JitOptRepeat`` selects."""
+    if settings.opt_repeat and not context.minopts and method_patterns_match(settings.opt_repeat, context.name):
+        return settings.opt_repeat_count
+    return 1
 
 
 def method_patterns_match(patterns: str, name: str) -> bool:
@@ -198,6 +214,8 @@ class JitInstance:
             eh_dump=bool(get("JitEHDump")),
             dump=get("JitDump"),
             altjit=get("AltJit"),
+            opt_repeat=get("JitOptRepeat"),
+            opt_repeat_count=_count(get("JitOptRepeatCount"), 2),
         )
         if not stored:
             self._plain_settings = settings
@@ -256,7 +274,7 @@ class JitInstance:
         reported = knobs.report_metrics
         outcome = Outcome(
             "Success", plan=plan,
-            metrics=metrics(context, self.spec, plan) if reported else None,
+            metrics=metrics(context, self.spec, plan, optimizer_passes(settings, context)) if reported else None,
             reported_name=context.name if reported else "",
             reported_tier=context.tier if reported else "",
             instructions=self._count(context, plan, knobs, "Success"),

@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from .assembly import write_sample_assemblies
 from .collection import make_collection
 from .jitfile import DEFAULT_COMPILER, DEFAULT_GUID, JitSpec, host_os, jit_file_name, shared_library_suffix, write_jit
 from .pin_main import PINTOOL_MAGIC
+from .shim import shim_file_name, write_shim
 
 HOST_TARGETS: Dict[str, List[str]] = {
     "x64": ["windows-x64", "windows-arm64", "linux-x64", "linux-arm64", "osx-arm64", "windows-x86", "linux-arm"],
@@ -95,8 +97,9 @@ def make_pintool(path: PathLike) -> Path:
 
 
 #: the modules a generated toolchain runs (copied to ``OUTDIR/core_root/lib/sample``)
-LIBRARY_MODULES = ("__init__", "context", "jitfile", "jithost", "listing", "mchfile", "mcs_main", "model",
-                   "pin_main", "superpmi_args", "superpmi_main", "superpmi_output", "superpmi_parallel")
+LIBRARY_MODULES = ("__init__", "assembly", "context", "corerun_main", "jitfile", "jithost", "listing", "mchfile",
+                   "mcs_main", "model", "pin_main", "shim", "superpmi_args", "superpmi_main", "superpmi_output",
+                   "superpmi_parallel")
 
 
 def copy_library(lib_dir: Path) -> Path:
@@ -144,9 +147,9 @@ MISSING_LIBRARY_EXIT = 127
 
 
 def make_tool_launcher(path: PathLike, tool: str, settings: Mapping[str, str]) -> Path:
-    """Write an executable script starting ``superpmi`` or ``mcs`` from ``lib/`` beside it
-    (see :func:`copy_library`)."""
-    module = {"superpmi": "superpmi_main", "mcs": "mcs_main"}[tool]
+    """Write an executable script starting ``superpmi``, ``mcs`` or ``corerun`` from ``lib/``
+    beside it (see :func:`copy_library`)."""
+    module = {"superpmi": "superpmi_main", "mcs": "mcs_main", "corerun": "corerun_main"}[tool]
     text = _LAUNCHER.format(python=sys.executable, tool=tool, lib_name=LIB_DIR_NAME, module=module,
                             settings=dict(settings), missing_code=MISSING_LIBRARY_EXIT)
     return _make_executable(Path(path), text)
@@ -156,6 +159,18 @@ def make_pin(path: PathLike) -> Path:
     """The stand-alone ``pin`` script (a copy of pin_main.py with a shebang)."""
     source = (PACKAGE_DIR / "pin_main.py").read_text(encoding="utf-8")
     return _make_executable(Path(path), "#!%s\n%s" % (sys.executable, source))
+
+
+def make_collect_host(root: Path, host: str, settings: Mapping[str, str]) -> None:
+    """What collecting needs: ``corerun`` and the shim collector in Core_Root, ``pmi/pmi.dll``,
+    the sample apps in ``apps/`` and their dependency in ``deps/``."""
+    core_root = root / "core_root"
+    make_tool_launcher(core_root / ("corerun.exe" if host == "windows" else "corerun"), "corerun", settings)
+    write_shim(core_root / shim_file_name(host))
+    for folder in ("apps", "deps", "pmi"):
+        if (root / folder).exists():
+            shutil.rmtree(root / folder)
+    write_sample_assemblies(root)
 
 
 def pack_directory(directory: Path, archive: Path) -> Path:
@@ -195,6 +210,37 @@ class Toolchain:
     @property
     def mcs(self) -> Path:
         return self.core_root / ("mcs.exe" if self.host_os == "windows" else "mcs")
+
+    @property
+    def corerun(self) -> Path:
+        return self.core_root / ("corerun.exe" if self.host_os == "windows" else "corerun")
+
+    @property
+    def shim(self) -> Path:
+        """The shim collector (``libsuperpmi-shim-collector.so`` etc.) in Core_Root."""
+        return self.core_root / shim_file_name(self.host_os)
+
+    @property
+    def native_jit(self) -> Path:
+        """The Core_Root JIT for the host itself (what the shim wraps when collecting)."""
+        return self.core_root / jit_file_name(self.host_os, self.host_os, self.host_arch, self.host_arch)
+
+    @property
+    def pmi_dll(self) -> Path:
+        return self.root / "pmi" / "pmi.dll"
+
+    @property
+    def apps_dir(self) -> Path:
+        """The sample apps / assemblies (hello.dll, failing.dll, crash.dll, library.dll, native.dll)."""
+        return self.root / "apps"
+
+    @property
+    def deps_dir(self) -> Path:
+        """deps.dll, referenced by apps/library.dll (found by PMI only through PMIPATH)."""
+        return self.root / "deps"
+
+    def app(self, name: str) -> Path:
+        return self.apps_dir / (name + ".dll")
 
     def collection(self, target: str, set_name: str) -> Path:
         for path in self.collections.get(target, []):
@@ -246,6 +292,7 @@ def make_toolchain(outdir: PathLike, contexts: int = 300, seed: int = 0, host_ar
     copy_library(core_root / LIB_DIR_NAME)
     make_tool_launcher(core_root / ("superpmi.exe" if host == "windows" else "superpmi"), "superpmi", settings)
     make_tool_launcher(core_root / ("mcs.exe" if host == "windows" else "mcs"), "mcs", settings)
+    make_collect_host(root, host, settings)
 
     plan = jit_plan(host, host_arch, chosen)
     diff_compiler = diff_compiler or base_compiler
@@ -294,6 +341,8 @@ def write_manifest(toolchain: Toolchain) -> Path:
         "host_os": toolchain.host_os, "host_arch": toolchain.host_arch, "jit_ee_guid": toolchain.guid,
         "superpmi": str(toolchain.superpmi), "mcs": str(toolchain.mcs), "pin": str(toolchain.pin),
         "pintool": str(toolchain.pintool), "jit_names": toolchain.jit_names,
+        "corerun": str(toolchain.corerun), "shim_collector": str(toolchain.shim), "pmi_dll": str(toolchain.pmi_dll),
+        "apps_dir": str(toolchain.apps_dir), "deps_dir": str(toolchain.deps_dir),
         "collections": {t: [str(p) for p in paths] for t, paths in toolchain.collections.items()},
     }
     path = toolchain.root / "toolchain.json"
@@ -322,6 +371,12 @@ def write_layout_readme(toolchain: Toolchain, contexts: int) -> Path:
         "| `pintools/1.0/%s/` | `pin` and the `clrjit_inscount_%s` pintool; `pintools/1.0/%s.tar.gz` is the same tree packed |"
         % (toolchain.host_os, toolchain.host_arch, toolchain.host_os),
         "| `collections/%s/<os>/<arch>/` | collections (`.mch` + `.mch.mct`), %d contexts each |" % (toolchain.guid, contexts),
+        "| `core_root/corerun`, `core_root/%s` | the host program and the shim collector (collecting) |"
+        % toolchain.shim.name,
+        "| `pmi/pmi.dll` | PMI: `core_root/corerun pmi/pmi.dll DRIVEALL <assembly>` compiles every method |",
+        "| `apps/` | sample apps: `hello.dll`, `failing.dll` (one context fails replay), `crash.dll` (crashes the "
+        "host), `library.dll` (needs `deps/` on `PMIPATH`), `native.dll` (not managed) |",
+        "| `deps/deps.dll` | the assembly `apps/library.dll` references |",
         "| `toolchain.json` | the same facts, machine-readable |",
         "",
         "JIT file per target:",

@@ -75,6 +75,34 @@ def scan_records(data: bytes, start: int = 0, first_number: int = 1) -> Iterator
         number += 1
 
 
+def is_truncated_record(tail: bytes) -> bool:
+    """Whether ``tail`` (the bytes after the last complete record) is the start of a record
+    cut short, as a process killed while writing leaves it."""
+    if len(tail) < 2:
+        return RECORD_MAGIC.startswith(tail)
+    if tail[:2] != RECORD_MAGIC:
+        return False
+    if len(tail) < 6:
+        return True
+    (length,) = _U32.unpack_from(tail, 2)
+    return length + RECORD_OVERHEAD > len(tail)
+
+
+def scan_complete_records(data: bytes) -> Tuple[List[RecordRef], Optional[int]]:
+    """The records of ``data`` and the offset of a truncated last record (None when the data
+    ends cleanly). Any other framing problem raises FramingError."""
+    refs: List[RecordRef] = []
+    try:
+        for ref in scan_records(data):
+            refs.append(ref)
+    except FramingError:
+        offset = refs[-1].end if refs else 0
+        if is_truncated_record(data[offset:]):
+            return refs, offset
+        raise
+    return refs, None
+
+
 def record_at(data: bytes, offset: int, number: int) -> RecordRef:
     """Frame the single record starting at ``offset``."""
     if data[offset:offset + 2] != RECORD_MAGIC or offset + 6 > len(data):

@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional
 from .context import OS_NUMBERS, TIER_FLAGS, PayloadError, decode_context, dedup_key, strip_compile_result
 from .jitfile import DEFAULT_GUID
 from .mchfile import (FramingError, TocEntry, encode_record, encode_toc, record_bytes, record_payload,
-                      scan_records, write_bytes_atomically)
+                      scan_complete_records, scan_records, write_bytes_atomically)
 from .superpmi_args import UsageError, parse_compile_list
 
 USAGE = """MCS is a utility for examining and manipulating SuperPMI method context files.
@@ -36,17 +36,27 @@ def usage(message: Optional[str] = None) -> int:
     return -1
 
 
-def read_records(path: Path):
-    """Yield (number, record bytes, payload) for every record of a file."""
+def read_records(path: Path, allow_truncated_tail: bool = False):
+    """Yield (number, record bytes, payload) for every record of a file.
+
+    With ``allow_truncated_tail`` a truncated last record (left by a process killed while
+    writing a ``.mc`` file) is skipped with a WARNING instead of failing."""
     try:
         data = path.read_bytes()
     except OSError:
         raise McsError("Unable to open '%s'" % path)
     try:
-        for ref in scan_records(data):
+        if allow_truncated_tail:
+            refs, truncated_at = scan_complete_records(data)
+        else:
+            refs, truncated_at = list(scan_records(data)), None
+        for ref in refs:
             yield ref.number, record_bytes(data, ref), record_payload(data, ref)
     except FramingError as error:
         raise McsError("Method %d of '%s' is of low integrity (%s)." % (error.number, path, error.detail))
+    if truncated_at is not None:
+        sys.stderr.write("WARNING: '%s' ends with a truncated method context (%d bytes after method %d); "
+                         "skipped.\n" % (path, len(data) - truncated_at, len(refs)))
 
 
 def verb_print_version(args: List[str], settings: Dict[str, str]) -> int:
@@ -102,7 +112,7 @@ def verb_merge(args: List[str], settings: Dict[str, str]) -> int:
     parts: List[bytes] = []
     loaded = 0
     for path in files:
-        for number, record, payload in read_records(path):
+        for number, record, payload in read_records(path, allow_truncated_tail=True):
             loaded += 1
             try:
                 if "-dedup" in flags:

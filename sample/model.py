@@ -195,14 +195,16 @@ def _perf_score(context: MethodContext, instr: int, cse: int, inlined: int, knob
     return score + inlined * 0.75
 
 
-def memory_bytes(context: MethodContext, spec: JitSpec, plan: Optional[CodePlan]) -> int:
-    """Bytes the JIT allocates from its arena while compiling the method."""
+def memory_bytes(context: MethodContext, spec: JitSpec, plan: Optional[CodePlan], opt_passes: int = 1) -> int:
+    """Bytes the JIT allocates from its arena while compiling the method (``opt_passes`` > 1:
+    ``JitOptRepeat`` runs the optimizer that many times on an optimized method)."""
     f = context.features
     total = 24576 + context.il_size * 150 + f.blocks * 420 + f.locals * 96
     if plan is not None:
         total += plan.instr_count * 64
         if not context.minopts:
             total += plan.inline_count * 5200 + plan.cse_count * 380 + f.loops * 2600
+            total += (max(opt_passes, 1) - 1) * (4096 + plan.instr_count * 40 + f.blocks * 300)
     factor = spec.memory_factor(context.set_name)
     if factor != 1.0:
         jitter = 1.0 + ((mix(context.hash64, string_seed(spec.variant), 7) % 2001) - 1000) / 100000.0
@@ -210,7 +212,7 @@ def memory_bytes(context: MethodContext, spec: JitSpec, plan: Optional[CodePlan]
     return total
 
 
-def metrics(context: MethodContext, spec: JitSpec, plan: CodePlan) -> Tuple[object, ...]:
+def metrics(context: MethodContext, spec: JitSpec, plan: CodePlan, opt_passes: int = 1) -> Tuple[object, ...]:
     """Metric values in :data:`METRICS` order."""
     f = context.features
     h = context.hash64
@@ -232,7 +234,7 @@ def metrics(context: MethodContext, spec: JitSpec, plan: CodePlan) -> Tuple[obje
         plan.cse_count,
         max(1, f.blocks + plan.inline_count - (h >> 46) % 2),
         plan.perf_score,
-        memory_bytes(context, spec, plan),
+        memory_bytes(context, spec, plan, opt_passes),
         0 if context.minopts else f.inlinees,
         plan.inline_count,
     )
