@@ -175,7 +175,7 @@ def test_layout_of_a_generated_toolchain(sample_chain):
     assert manifest["jit_ee_guid"] == sample_chain.guid and manifest["jit_names"]["linux-arm64"] == \
         "libclrjit_universal_arm64_x64.so"
     strings = {}
-    for path in sample_chain.core_root.glob("*.so"):
+    for path in sample_chain.core_root.glob("*clrjit*.so"):
         match = re.search(BUILD_STRING_PATTERN, path.read_bytes())
         strings[path.name] = (match.group(2) + b"-" + match.group(3)).decode()
     assert strings["libclrjit.so"] == "unix-x64" and strings["libclrjit_win_x64_x64.so"] == "win-x64"
