@@ -14,6 +14,7 @@ from gitrepos import make_runtime_repos
 import jitrollingbuild as jrb
 from spmi.base import platforms
 from spmi.base.errors import SuiteError
+from spmi.commands import rollingbuild
 from spmi.sources import baseline
 
 SCRIPT = Path(__file__).resolve().parent.parent / "jitrollingbuild.py"
@@ -79,29 +80,29 @@ def error_lines(result: subprocess.CompletedProcess) -> List[str]:
 # ---------------------------------------------------------------- pure helpers
 
 def test_list_scope_headers():
-    plain = jrb.list_scope("abc1234", False, False, "linux", "x64", "Checked")
+    plain = rollingbuild.list_scope("abc1234", False, False, "linux", "x64", "Checked")
     assert plain.prefix == "builds/abc1234/linux/x64/Checked"
     assert plain.header.format(n=2) == "2 JIT files for abc1234/linux/x64/Checked"
-    every = jrb.list_scope("abc1234", True, False, "linux", "x64", "Checked")
+    every = rollingbuild.list_scope("abc1234", True, False, "linux", "x64", "Checked")
     assert every.prefix == "builds/abc1234/" and every.header.format(n=3) == "3 JIT files for abc1234/"
-    everything = jrb.list_scope(None, False, True, "linux", "x64", "Checked")
+    everything = rollingbuild.list_scope(None, False, True, "linux", "x64", "Checked")
     assert everything.prefix == "builds/" and everything.header.format(n=4) == "4 JIT files"
 
 
 def test_relative_blob_path_refuses_escapes():
     prefix = "builds/h/linux/x64/Checked"
-    assert jrb.relative_blob_path(prefix + "/libclrjit.so", prefix) == Path("libclrjit.so")
+    assert rollingbuild.relative_blob_path(prefix + "/libclrjit.so", prefix) == Path("libclrjit.so")
     for bad in (prefix + "/../x.so", prefix + "/", "elsewhere/libclrjit.so"):
         with pytest.raises(SuiteError, match="refusing"):
-            jrb.relative_blob_path(bad, prefix)
+            rollingbuild.relative_blob_path(bad, prefix)
 
 
 def test_jit_files_to_upload_by_host():
     names = ["libclrjit.so", "libclrjit_universal_arm64_x64.so", "libclrjit.so.dbg", "libcoreclr.so",
              "clrjit.dll", "libclrjit_win_x64_x64.so"]
-    assert jrb.jit_files_to_upload(names, "linux") == [
+    assert rollingbuild.jit_files_to_upload(names, "linux") == [
         "libclrjit.so", "libclrjit_universal_arm64_x64.so", "libclrjit_win_x64_x64.so"]
-    assert jrb.jit_files_to_upload(["clrjit.dll", "CLRJIT_win_x86_x64.DLL", "clrjit.pdb"], "windows") == [
+    assert rollingbuild.jit_files_to_upload(["clrjit.dll", "CLRJIT_win_x86_x64.DLL", "clrjit.pdb"], "windows") == [
         "CLRJIT_win_x86_x64.DLL", "clrjit.dll"]
 
 

@@ -15,8 +15,8 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List
 
-import superpmi_asmdiffs as driver
 from spmi.pipeline import common as pipeline
+from spmi.pipeline import workitem
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER_SCRIPTS = ("superpmi_asmdiffs.py",)
@@ -250,18 +250,18 @@ def test_problems_in_output_and_repro() -> None:
         "[10:00:01] Error: something broke",
         "  Replay failures in 2 MCH files:",
     ])
-    assert driver.problems_in_output(text) == ["Assertion failed: !\"bad\" (/src/jit/morph.cpp:3317) (count: 1)",
+    assert workitem.problems_in_output(text) == ["Assertion failed: !\"bad\" (/src/jit/morph.cpp:3317) (count: 1)",
                                                "Error: something broke", "Replay failures in 2 MCH files:"]
     many = "\n".join(f"Error: e{i}" for i in range(30))
-    assert driver.problems_in_output(many, limit=5)[-1] == "... 25 more in the log"
+    assert workitem.problems_in_output(many, limit=5)[-1] == "... 25 more in the log"
     asmdiffs = pipeline.DIFF_TYPES["asmdiffs"]
-    assert driver.repro_command("linux", "arm", asmdiffs, None, [], []) == (
+    assert workitem.repro_command("linux", "arm", asmdiffs, None, [], []) == (
         "python src/coreclr/scripts/superpmi.py asmdiffs -target_os linux -target_arch arm -arch x86")
 
 
 def test_tool_environment_puts_payload_tools_first(tmp_path: Path) -> None:
     (tmp_path / "jit-analyze").mkdir()
     (tmp_path / "git" / "cmd").mkdir(parents=True)
-    env = driver.tool_environment(tmp_path, {"PATH": "/usr/bin"})
+    env = workitem.tool_environment(tmp_path, {"PATH": "/usr/bin"})
     assert env["PATH"].split(os.pathsep) == [str(tmp_path / "jit-analyze"), str(tmp_path / "git" / "cmd"), "/usr/bin"]
-    assert driver.tool_environment(tmp_path / "none", {"PATH": "/usr/bin"})["PATH"] == "/usr/bin"
+    assert workitem.tool_environment(tmp_path / "none", {"PATH": "/usr/bin"})["PATH"] == "/usr/bin"

@@ -26,8 +26,8 @@ from typing import Dict, List
 
 import pytest
 
-import superpmi_asmdiffs_setup as setup
 from spmi.pipeline import common as pipeline
+from spmi.pipeline import helix, local_runner, workitem
 
 REPO = Path(__file__).resolve().parent.parent
 BASELINE_HASH = "0123456789abcdef0123456789abcdef01234567"
@@ -291,11 +291,11 @@ def test_payload_whose_superpmi_cannot_find_its_code_fails(runs, tmp_path: Path)
     shutil.copytree(run.payload, broken, symlinks=True)
     shutil.rmtree(broken / "lib")
     guid = json.loads((run.toolchain / "toolchain.json").read_text())["jit_ee_guid"]
-    store = setup.under(setup.PAYLOAD, HOST_OS, pipeline.LOCAL_COLLECTIONS_DIR, "private_store_0", guid, "windows",
+    store = helix.under(helix.PAYLOAD, HOST_OS, pipeline.LOCAL_COLLECTIONS_DIR, "private_store_0", guid, "windows",
                         "x86")
-    plan = setup.CollectionPlan(per_partition=(("win-x86", (store,)),))
-    item = next(i for i in setup.plan_work_items(HOST_OS, "x86", "asmdiffs", collections=plan) if i.name == "win-x86")
-    result = setup.run_work_item_locally(item, broken, tmp_path / "items", sys.executable, "id", dict(os.environ))
+    plan = helix.CollectionPlan(per_partition=(("win-x86", (store,)),))
+    item = next(i for i in helix.plan_work_items(HOST_OS, "x86", "asmdiffs", collections=plan) if i.name == "win-x86")
+    result = local_runner.run_work_item_locally(item, broken, tmp_path / "items", sys.executable, "id", dict(os.environ))
     assert result.exit_code != 0
     status = json.loads((result.directory / "upload" / "superpmi_status_windows_x86.json").read_text())
     assert [s["name"] for s in status["steps"] if not s["ok"]] == ["asmdiffs"]
@@ -310,9 +310,9 @@ def test_work_item_needing_a_file_outside_the_payload_fails(runs, tmp_path: Path
     broken = tmp_path / "payload"
     shutil.copytree(run.payload, broken, symlinks=True)
     (broken / "spmi" / "base" / "runner.py").unlink()
-    item = setup.plan_work_items(HOST_OS, "x86", "asmdiffs")[0]
+    item = helix.plan_work_items(HOST_OS, "x86", "asmdiffs")[0]
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    result = setup.run_work_item_locally(item, broken, tmp_path / "items", sys.executable, "id", env)
+    result = local_runner.run_work_item_locally(item, broken, tmp_path / "items", sys.executable, "id", env)
     console = (result.directory / "console.log").read_text()
     assert result.exit_code != 0
     assert "No module named 'spmi.base.runner'" in console
@@ -338,13 +338,12 @@ def test_setup_names_what_the_payload_lacks(runs, tmp_path: Path) -> None:
 def test_driver_calls_use_only_flags_superpmi_py_defines() -> None:
     """Every superpmi.py call the driver makes, for every diff type, parses with superpmi.py's own parser."""
     import superpmi
-    import superpmi_asmdiffs as driver
     parser = superpmi.build_parser()
     subcommands = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices  # noqa: SLF001
-    cfg = driver.DriverConfig(Path("/p"), Path("/p/base"), Path("/p/diff"), Path("/u"), "linux", "arm64", HOST_OS,
+    cfg = workitem.DriverConfig(Path("/p"), Path("/p/base"), Path("/p/diff"), Path("/u"), "linux", "arm64", HOST_OS,
                               pipeline.expand_types("all"), ["A=1"], ["B=2"], ["/m.mch"], ["/store"])
-    calls = [driver.download_argv(cfg)] + [driver.diff_argv(cfg, t) for t in cfg.types]
-    calls += [driver.render_argv(cfg, t, Path("/s.json"), Path("/s.md")) for t in cfg.types]
+    calls = [workitem.download_argv(cfg)] + [workitem.diff_argv(cfg, t) for t in cfg.types]
+    calls += [workitem.render_argv(cfg, t, Path("/s.json"), Path("/s.md")) for t in cfg.types]
     for argv in calls:
         args = argv[2:]
         sub = subcommands[args[0]]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import superpmi_asmdiffs_setup as setup
 from spmi.base.errors import SuiteError
+from spmi.pipeline import azdo, helix, local_runner, payload
 from spmi.pipeline import common as pipeline
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,9 +67,9 @@ def test_overall_summary_names_order_the_tabs() -> None:
 
 
 def test_work_item_command_unix_matches_contract() -> None:
-    items = setup.plan_work_items("linux", "x64", "asmdiffs")
+    items = helix.plan_work_items("linux", "x64", "asmdiffs")
     assert [i.name for i in items] == ["win-x64", "win-arm64", "linux-x64", "linux-arm64", "osx-arm64"]
-    command = setup.render_command(items[3].command, "linux")
+    command = helix.render_command(items[3].command, "linux")
     assert command == ('"${HELIX_PYTHONPATH}" "${HELIX_CORRELATION_PAYLOAD}/superpmi_asmdiffs.py" '
                        '-base_jit_directory "${HELIX_CORRELATION_PAYLOAD}/base" '
                        '-diff_jit_directory "${HELIX_CORRELATION_PAYLOAD}/diff" '
@@ -77,32 +77,32 @@ def test_work_item_command_unix_matches_contract() -> None:
 
 
 def test_work_item_command_windows_with_options() -> None:
-    items = setup.plan_work_items("windows", "x86", "asmdiffs", ["JitNoCSE=1", "JitStressModeNames=STRESS_A STRESS_B"])
-    command = setup.render_command(items[0].command, "windows")
+    items = helix.plan_work_items("windows", "x86", "asmdiffs", ["JitNoCSE=1", "JitStressModeNames=STRESS_A STRESS_B"])
+    command = helix.render_command(items[0].command, "windows")
     assert command.startswith('"%HELIX_PYTHONPATH%" "%HELIX_CORRELATION_PAYLOAD%\\superpmi_asmdiffs.py" '
                               '-base_jit_directory "%HELIX_CORRELATION_PAYLOAD%\\base"')
     assert command.endswith('-arch x86 -platform windows -type asmdiffs '
                             '-base_jit_options "JitNoCSE=1;JitStressModeNames=STRESS_A STRESS_B"')
     with pytest.raises(SuiteError):
-        setup.render_command(setup.plan_work_items("windows", "x86", "asmdiffs", ["A=%PATH%"])[0].command, "windows")
+        helix.render_command(helix.plan_work_items("windows", "x86", "asmdiffs", ["A=%PATH%"])[0].command, "windows")
 
 
 @pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
 def test_unix_command_expands_like_the_local_runner(tmp_path: Path) -> None:
     """The shell reading the .proj command builds the same argv the local runner uses."""
     tricky = ["A=b c", "Q=\"quoted\" $HOME `x` \\ ;&|"]
-    collections = setup.CollectionPlan(common=(setup.under(setup.PAYLOAD, "linux", "collections", "my dir"),))
-    item = setup.plan_work_items("linux", "x64", "asmdiffs", tricky, ["D=1"], collections)[0]
+    collections = helix.CollectionPlan(common=(helix.under(helix.PAYLOAD, "linux", "collections", "my dir"),))
+    item = helix.plan_work_items("linux", "x64", "asmdiffs", tricky, ["D=1"], collections)[0]
     env = {"HELIX_PYTHONPATH": sys.executable, "HELIX_CORRELATION_PAYLOAD": str(tmp_path / "pay load"),
            "HELIX_WORKITEM_UPLOAD_ROOT": str(tmp_path / "up"), "PATH": os.environ.get("PATH", "")}
     printer = tmp_path / "print_argv.py"
     printer.write_text("import json, sys; print(json.dumps(sys.argv[1:]))\n")
-    expected = setup.expand_command(item.command, env)
+    expected = helix.expand_command(item.command, env)
     # Run the shell command with the driver replaced by the argv printer.
     env["HELIX_CORRELATION_PAYLOAD"] = str(tmp_path / "pay load")
     (tmp_path / "pay load").mkdir()
     shutil.copy(printer, tmp_path / "pay load" / "superpmi_asmdiffs.py")
-    out = subprocess.run(["sh", "-c", setup.render_command(item.command, "linux")], env=env,
+    out = subprocess.run(["sh", "-c", helix.render_command(item.command, "linux")], env=env,
                          capture_output=True, text=True, check=True).stdout
     import json
     assert json.loads(out) == expected[2:]
@@ -111,55 +111,55 @@ def test_unix_command_expands_like_the_local_runner(tmp_path: Path) -> None:
 
 def test_msbuild_escape_round_trips() -> None:
     for text in ['"${HELIX_PYTHONPATH}" x', "%HELIX_PYTHONPATH%\\a.py", "a;b", "%41 %(x) $(y) @(z)", "100%"]:
-        escaped = setup.msbuild_escape(text)
-        assert setup.msbuild_unescape(escaped) == text
+        escaped = helix.msbuild_escape(text)
+        assert helix.msbuild_unescape(escaped) == text
         assert "$(" not in escaped and "@(" not in escaped and "%(" not in escaped and ";" not in escaped
 
 
 def test_proj_has_one_work_item_per_partition() -> None:
-    items = setup.plan_work_items("windows", "x64", "asmdiffs", diff_jit_options=["JitNoCSE=1", "X=2"])
-    text = setup.render_proj(items, "windows", "C:\\payload", "asmdiffs", install_requirements=True)
+    items = helix.plan_work_items("windows", "x64", "asmdiffs", diff_jit_options=["JitNoCSE=1", "X=2"])
+    text = helix.render_proj(items, "windows", "C:\\payload", "asmdiffs", install_requirements=True)
     root = ET.fromstring(text)
     assert root.tag == "Project" and root.get("Sdk") == "Microsoft.DotNet.Helix.Sdk"
     work_items = root.findall("./ItemGroup/HelixWorkItem")
     assert [w.get("Include") for w in work_items] == ["win-x64", "win-arm64", "linux-x64", "linux-arm64", "osx-arm64"]
     for element, item in zip(work_items, items):
         assert element.findtext("Timeout") == "2:00:00"
-        command = setup.msbuild_unescape(element.findtext("Command"))
-        assert command == setup.render_command(item.command, "windows")
+        command = helix.msbuild_unescape(element.findtext("Command"))
+        assert command == helix.render_command(item.command, "windows")
         assert f"-arch {item.partition.target_arch} -platform {item.partition.target_os} -type asmdiffs" in command
         results = element.findtext("DownloadFilesFromResults").split(";")
         label = item.partition.label
         assert f"superpmi_asmdiffs_summary_{label}.md" in results
         assert f"Asmdiffs_{label}.zip" in results
         assert f"superpmi_download_{label}.log" in results
-    payload = root.find("./ItemGroup/HelixCorrelationPayload")
-    assert payload.get("Include") == "$(CorrelationPayloadDirectory)"
+    payload_item = root.find("./ItemGroup/HelixCorrelationPayload")
+    assert payload_item.get("Include") == "$(CorrelationPayloadDirectory)"
     default = root.find("./PropertyGroup/CorrelationPayloadDirectory")
     assert default.text == "C:\\payload" and "== ''" in default.get("Condition")
-    pre = setup.msbuild_unescape(root.findtext("./PropertyGroup/HelixPreCommands"))
+    pre = helix.msbuild_unescape(root.findtext("./PropertyGroup/HelixPreCommands"))
     assert "-m pip install" in pre and "requirements.txt" in pre
 
 
 def test_payload_needs_and_missing_description(tmp_path: Path) -> None:
-    items = setup.plan_work_items("linux", "x86", "asmdiffs")
+    items = helix.plan_work_items("linux", "x86", "asmdiffs")
     types = pipeline.expand_types("asmdiffs")
     for name in ("superpmi_asmdiffs.py", "superpmi.py", "spmi/pipeline/common.py", "superpmi", "mcs",
                  "base/checked/libclrjit_win_x86_x86.so", "diff/checked/libclrjit_win_x86_x86.so",
                  "diff/checked/libclrjit_universal_arm_x86.so"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x")
-    missing = setup.missing_needs(tmp_path, items, "linux", types)
+    missing = payload.missing_needs(tmp_path, items, "linux", types)
     assert list(missing) == ["linux-arm"]
     assert [n.path for n in missing["linux-arm"]] == ["base/checked/libclrjit_universal_arm_x86.so"]
-    text = setup.describe_missing(missing)
+    text = payload.describe_missing(missing)
     assert text == ("the payload lacks base/checked/libclrjit_universal_arm_x86.so "
                     "(checked baseline JIT; needed by linux-arm)")
-    release_missing = setup.missing_needs(tmp_path, items, "linux", pipeline.expand_types("tpdiff"))
+    release_missing = payload.missing_needs(tmp_path, items, "linux", pipeline.expand_types("tpdiff"))
     assert {n.path for n in release_missing["win-x86"]} == {"base/release/libclrjit_win_x86_x86.so",
                                                             "diff/release/libclrjit_win_x86_x86.so",
                                                             "pin/pin", "pin/clrjit_inscount_x86/libclrjit_inscount.so"}
-    memdiff_missing = setup.missing_needs(tmp_path, items, "linux", pipeline.expand_types("memdiff"))
+    memdiff_missing = payload.missing_needs(tmp_path, items, "linux", pipeline.expand_types("memdiff"))
     assert not any(n.path.startswith("pin/") for n in memdiff_missing["win-x86"])
 
 
@@ -172,11 +172,11 @@ def test_pin_files_and_step_types() -> None:
 
 
 def test_split_options_and_variables() -> None:
-    assert setup.split_options("a=1; b=2;;") == ["a=1", "b=2"]
-    assert setup.split_options(None) == []
-    assert setup.helix_source_prefix({"BUILD_REASON": "PullRequest"}) == "pr"
-    assert setup.helix_source_prefix({}) == "ci"
-    variables = dict(setup.pipeline_variables(Path("/p"), "x86", "me", "pr"))
+    assert helix.split_options("a=1; b=2;;") == ["a=1", "b=2"]
+    assert helix.split_options(None) == []
+    assert azdo.helix_source_prefix({"BUILD_REASON": "PullRequest"}) == "pr"
+    assert azdo.helix_source_prefix({}) == "ci"
+    variables = dict(azdo.pipeline_variables(Path("/p"), "x86", "me", "pr"))
     assert variables == {"CorrelationPayloadDirectory": str(Path("/p")), "Architecture": "x86",
                          "Creator": "me", "HelixSourcePrefix": "pr"}
 
@@ -184,17 +184,17 @@ def test_split_options_and_variables() -> None:
 def test_local_work_item_environment_hides_the_repository() -> None:
     base = {"PATH": "/bin", "PYTHONPATH": str(REPO), "TF_BUILD": "True", "GITHUB_STEP_SUMMARY": "/x",
             "SUPERPMI_CACHE_DIRECTORY": "/c", "HELIX_OLD": "1", "HOME": "/root"}
-    env = setup.work_item_environment(base, {"HELIX_CORRELATION_PAYLOAD": "/p"})
+    env = local_runner.work_item_environment(base, {"HELIX_CORRELATION_PAYLOAD": "/p"})
     assert env == {"PATH": "/bin", "HOME": "/root", "HELIX_CORRELATION_PAYLOAD": "/p"}
 
 
 def test_collection_plan_per_partition() -> None:
-    common = (setup.literal("https://example.invalid/a.mch"),)
-    own = (setup.under(setup.PAYLOAD, "linux", "collections", "private_store_0", "g", "linux", "arm"),)
-    plan = setup.CollectionPlan(common, (("linux-arm", own),))
-    items = {i.name: i for i in setup.plan_work_items("linux", "x86", "asmdiffs", collections=plan)}
-    arm = setup.render_command(items["linux-arm"].command, "linux")
-    x86 = setup.render_command(items["win-x86"].command, "linux")
+    common = (helix.literal("https://example.invalid/a.mch"),)
+    own = (helix.under(helix.PAYLOAD, "linux", "collections", "private_store_0", "g", "linux", "arm"),)
+    plan = helix.CollectionPlan(common, (("linux-arm", own),))
+    items = {i.name: i for i in helix.plan_work_items("linux", "x86", "asmdiffs", collections=plan)}
+    arm = helix.render_command(items["linux-arm"].command, "linux")
+    x86 = helix.render_command(items["win-x86"].command, "linux")
     assert arm.endswith('-mch_files https://example.invalid/a.mch "${HELIX_CORRELATION_PAYLOAD}/collections/'
                         'private_store_0/g/linux/arm"')
     assert x86.endswith("-mch_files https://example.invalid/a.mch")
@@ -205,12 +205,12 @@ def test_clean_only_empties_an_earlier_payload(tmp_path: Path) -> None:
     other.mkdir()
     (other / "precious.txt").write_text("keep")
     with pytest.raises(SuiteError, match="refusing to empty"):
-        setup.prepare_payload_directory(other, clean=True)
+        payload.prepare_payload_directory(other, clean=True)
     with pytest.raises(SuiteError, match="not empty"):
-        setup.prepare_payload_directory(other, clean=False)
+        payload.prepare_payload_directory(other, clean=False)
     assert (other / "precious.txt").read_text() == "keep"
     earlier = tmp_path / "earlier"
     (earlier / "base").mkdir(parents=True)
     (earlier / "superpmi_asmdiffs.py").write_text("")
-    setup.prepare_payload_directory(earlier, clean=True)
+    payload.prepare_payload_directory(earlier, clean=True)
     assert earlier.is_dir() and not any(earlier.iterdir())

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import superpmi_asmdiffs_summarize as summarize
 from spmi.pipeline import common as pipeline
+from spmi.pipeline import summarize
 from spmi.reports import pipeline_markdown as md
 from spmi.reports.asm_model import (
     Aggregate,

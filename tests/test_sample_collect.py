@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
-
 from sample_support import clean_env, csv_rows, generator, run
+
 from sample import assembly, mchfile
 from sample.context import decode_context
 from sample.shim import shim_file_name

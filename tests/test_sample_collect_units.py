@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import pytest
-
 import sample_support  # noqa: F401  (puts the repository on sys.path)
+
 from sample import assembly, mchfile
 from sample.assembly import MethodSpec, runtime_settings, tiers_when_run
 

@@ -1,0 +1,141 @@
+"""`--run_locally`: run every work item of a host queue on this machine as Helix would
+(each in its own folder, seeing only its copy of the payload), then gather the results.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Mapping, Sequence
+
+from spmi.base import runner
+from spmi.pipeline import common as pipeline
+from spmi.pipeline.helix import WorkItem, expand_command
+from spmi.pipeline.payload import copy_file
+
+log = logging.getLogger("superpmi")
+
+
+@dataclass
+class LocalResult:
+    item: WorkItem
+    exit_code: int
+    directory: Path
+    missing_results: List[str]
+
+
+_DROPPED_ENV_PREFIXES = ("HELIX_", "GITHUB_", "SYSTEM_", "BUILD_", "AGENT_")
+_DROPPED_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "SUPERPMI_CACHE_DIRECTORY",
+                "SUPERPMI_PRIVATE_STORE", "TF_BUILD", "VIRTUAL_ENV")
+
+
+def work_item_environment(base_env: Mapping[str, str], helix: Mapping[str, str]) -> Dict[str, str]:
+    env = {k: v for k, v in base_env.items()
+           if k not in _DROPPED_ENV and not k.startswith(_DROPPED_ENV_PREFIXES)}
+    env.update(helix)
+    return env
+
+
+def helix_variables(item: WorkItem, directory: Path, payload: Path, python: str, correlation_id: str) -> Dict[str, str]:
+    return {
+        "HELIX_CORRELATION_PAYLOAD": str(payload),
+        "HELIX_WORKITEM_UPLOAD_ROOT": str(directory / "upload"),
+        "HELIX_PYTHONPATH": python,
+        "HELIX_WORKITEM_PAYLOAD": str(directory / "work"),
+        "HELIX_WORKITEM_ROOT": str(directory / "work"),
+        "HELIX_CORRELATION_ID": correlation_id,
+        "HELIX_WORKITEM_ID": str(uuid.uuid4()),
+        "HELIX_WORKITEM_FRIENDLYNAME": item.name,
+        "HELIX_DUMP_FOLDER": str(directory / "dumps"),
+        "HELIX_CURRENT_LOG": str(directory / "console.log"),
+    }
+
+
+def run_work_item_locally(item: WorkItem, payload: Path, root: Path, python: str, correlation_id: str,
+                          base_env: Mapping[str, str]) -> LocalResult:
+    """Run one work item as Helix would: a fresh directory with its own payload copy."""
+    directory = root / item.name
+    if directory.exists():
+        shutil.rmtree(directory)
+    item_payload = directory / "payload"
+    shutil.copytree(payload, item_payload, symlinks=True)
+    for sub in ("upload", "work", "dumps"):
+        (directory / sub).mkdir(parents=True)
+    helix = helix_variables(item, directory, item_payload, python, correlation_id)
+    env = work_item_environment(base_env, helix)
+    argv = expand_command(item.command, env)
+    console = directory / "console.log"
+    with console.open("wb") as out:
+        out.write(("+ " + runner.format_command(argv) + "\n").encode("utf-8"))
+        out.flush()
+        try:
+            proc = subprocess.run(argv, cwd=str(directory / "work"), env=env, stdin=subprocess.DEVNULL,
+                                  stdout=out, stderr=subprocess.STDOUT, timeout=_timeout_seconds(item.timeout))
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            out.write(f"\nwork item timed out after {item.timeout}\n".encode("utf-8"))
+            code = 1
+    upload = directory / "upload"
+    missing = [name for name in item.results if not (upload / name).is_file()]
+    return LocalResult(item, code, directory, missing)
+
+
+def _timeout_seconds(text: str) -> int:
+    hours, minutes, seconds = (int(part) for part in text.split(":"))
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def collect_results(results: Sequence[LocalResult], destination: Path) -> None:
+    """What the agent's Helix step downloads: the declared files, per work item."""
+    for result in results:
+        target = destination / result.item.name
+        target.mkdir(parents=True, exist_ok=True)
+        for name in result.item.results:
+            source = result.directory / "upload" / name
+            if source.is_file():
+                copy_file(source, target / name)
+
+
+def run_locally(items: Sequence[WorkItem], payload: Path, local_dir: Path, host_os: str, host_arch: str,
+                type_name: str, source_directory: Path, parallelism: int) -> int:
+    """All work items, then the summarize script; exit 1 when anything failed."""
+    work_root = local_dir / "workitems"
+    results_dir = local_dir / "helixresults"
+    for stale in (work_root, results_dir):
+        if stale.exists():
+            shutil.rmtree(stale)
+    work_root.mkdir(parents=True)
+    correlation_id = str(uuid.uuid4())
+    log.info("Running %d work item(s) locally in %s", len(items), work_root)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
+        futures = [pool.submit(run_work_item_locally, item, payload, work_root, sys.executable, correlation_id,
+                               dict(os.environ)) for item in items]
+        results = [f.result() for f in futures]
+    status = 0
+    for result in results:
+        state = "passed" if result.exit_code == 0 else f"failed (exit code {result.exit_code})"
+        log.info("Work item %s %s; console log %s", result.item.name, state, result.directory / "console.log")
+        if result.exit_code != 0:
+            status = 1
+        if result.missing_results:
+            status = 1
+            log.error("Error: work item %s did not leave %s (Helix would fail the download)",
+                      result.item.name, ", ".join(result.missing_results))
+    collect_results(results, results_dir)
+    argv = [sys.executable, str(source_directory / pipeline.SUMMARIZE_SCRIPT), "-diff_summary_dir",
+            str(results_dir), "-arch", host_arch, "-platform", host_os, "-type", type_name]
+    sys.stdout.flush()
+    code = subprocess.run(argv, stdin=subprocess.DEVNULL).returncode
+    if code != 0:
+        status = 1
+        log.error("Error: summarize -type %s exited with %d", type_name, code)
+    for diff_type in pipeline.expand_types(type_name):
+        summary = results_dir / pipeline.overall_summary_name(diff_type.name, host_os, host_arch)
+        log.info("Overall %s summary: %s", diff_type.name, summary)
+    return status

@@ -1,0 +1,405 @@
+"""`superpmi_asmdiffs_summarize.py`'s body (docs/contracts.md §12.16): gather each platform's
+results, render one overall summary per diff type within the size budgets, and publish it
+(AzDO upload summary, GitHub step summary).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from spmi.base import cioutput, fsutil, platforms
+from spmi.base.errors import SuiteError
+from spmi.pipeline import common as pipeline
+from spmi.pipeline.common import DiffType
+from spmi.reports import asm_overall, summaries
+from spmi.reports import pipeline_markdown as md
+
+log = logging.getLogger("superpmi")
+FILE_LIMIT_BYTES = cioutput.GITHUB_STEP_SUMMARY_LIMIT
+SHORT_LIMIT_CHARS = cioutput.GITHUB_COMMENT_LIMIT
+MAX_PROBLEMS_PER_PLATFORM = 5
+MAX_ISSUE_CHARS = 400
+DEFAULT_ARTIFACT = "SuperPMI_Asmdiffs_<os>_<arch>"
+
+
+@dataclass
+class PlatformFiles:
+    target_os: str
+    target_arch: str
+    markdown: Optional[Path] = None
+    summary_json: Optional[Path] = None
+    status: Optional[Path] = None
+
+
+def gather_files(directory: Path, type_name: str) -> Dict[Tuple[str, str], PlatformFiles]:
+    """Result files of `type_name` anywhere under `directory`, per (os, arch)."""
+    found: Dict[Tuple[str, str], PlatformFiles] = {}
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        result = pipeline.parse_result_name(path.name)
+        if result is not None and result.type_name == type_name:
+            key = (result.target_os, result.target_arch)
+            entry = found.setdefault(key, PlatformFiles(*key))
+            attribute = "markdown" if result.extension == "md" else "summary_json"
+            if getattr(entry, attribute) is None:
+                setattr(entry, attribute, path)
+            else:
+                log.warning("Warning: ignoring %s; already have %s", path, getattr(entry, attribute))
+            continue
+        status = pipeline.parse_status_name(path.name)
+        if status is not None:
+            entry = found.setdefault(status, PlatformFiles(*status))
+            if entry.status is None:
+                entry.status = path
+    return {k: v for k, v in found.items() if v.markdown or v.summary_json or v.status}
+
+
+def read_text(path: Optional[Path]) -> Optional[str]:
+    """File text; None when absent, unreadable or the `<empty>` placeholder."""
+    if path is None:
+        return None
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        log.warning("Warning: cannot read %s: %s", path, exc.strerror)
+        return None
+    return None if pipeline.is_placeholder(text) else text
+
+
+@dataclass
+class PlatformState:
+    """What one work item left, and what went wrong in the pipeline (not the replay)."""
+
+    target_os: str
+    target_arch: str
+    markdown: Optional[str] = None
+    summary: Optional[object] = None          # asm_model.AsmDiffsSummary for asmdiffs
+    status: Optional[Dict[str, object]] = None
+    problems: List[str] = field(default_factory=list)
+    expected: bool = True
+    type_name: str = ""      # the diff type summarized; '' = every step of the work item counts
+
+    @property
+    def label(self) -> str:
+        return f"{self.target_os} {self.target_arch}"
+
+    @property
+    def missing(self) -> bool:
+        return self.markdown is None and self.summary is None
+
+    @property
+    def work_item_failed(self) -> bool:
+        """A step of this type (or a shared one, such as download) failed."""
+        if self.status is None:
+            return False
+        if not self.status.get("steps"):
+            return not self.status.get("ok", False)
+        return any(not step.get("ok", True) for step in relevant_steps(self.status, self.type_name))
+
+    @property
+    def gate_failed(self) -> bool:
+        """A step of this type crossed its gate (memdiff: BytesAllocated grew too much)."""
+        return self.status is not None and any(
+            step.get("gate") and not step.get("ok", True) for step in relevant_steps(self.status, self.type_name))
+
+    @property
+    def replay_problems(self) -> bool:
+        return bool(getattr(self.summary, "has_problems", False))
+
+    @property
+    def failed(self) -> bool:
+        return self.missing or self.work_item_failed or bool(self.problems) or self.replay_problems
+
+
+def relevant_steps(status: Mapping[str, object], type_name: str = "") -> List[Dict[str, object]]:
+    """The work item's steps that matter for `type_name`: its own and the shared ones."""
+    steps = [s for s in (status.get("steps") or []) if isinstance(s, dict)]  # type: ignore[union-attr]
+    if not type_name:
+        return steps
+    return [s for s in steps if pipeline.step_type(str(s.get("name", ""))) in (None, type_name)]
+
+
+def status_problems(status: Optional[Mapping[str, object]], limit: int = MAX_PROBLEMS_PER_PLATFORM,
+                    brief: bool = False, type_name: str = "") -> List[str]:
+    """The failed steps (of `type_name` and shared ones) of a work item as short lines
+    (`brief`: one line per step, no details). A crossed gate is stated as such."""
+    if not status:
+        return []
+    lines: List[str] = []
+    for step in relevant_steps(status, type_name):
+        if step.get("ok", True):
+            continue
+        head = f"{step.get('name', '?')} failed (exit code {step.get('exit_code')})"
+        problems = [str(p) for p in step.get("problems", []) or []]  # type: ignore[union-attr]
+        if step.get("gate") and problems:
+            lines.extend(problems[:1] if brief else problems)
+            continue
+        if brief:
+            lines.append(head)
+            continue
+        lines.append(head + (": " + problems[0] if problems else ""))
+        lines.extend(problems[1:])
+    if len(lines) > limit:
+        lines = lines[:limit] + [f"... {len(lines) - limit} more in the logs"]
+    return lines
+
+
+def build_states(files: Mapping[Tuple[str, str], PlatformFiles], expected: Sequence[Tuple[str, str]],
+                 load_summary: Optional[Callable[[str, str], object]], type_name: str = "") -> List[PlatformState]:
+    """One state per expected platform (MISSING when nothing came back) plus any others found;
+    only the status steps of `type_name` (and shared steps) count against a platform."""
+    keys = list(expected) + sorted(k for k in files if k not in expected)
+    states = []
+    for key in keys:
+        entry = files.get(key, PlatformFiles(*key))
+        state = PlatformState(key[0], key[1], expected=key in expected, type_name=type_name)
+        state.markdown = read_text(entry.markdown)
+        status_text = read_text(entry.status)
+        if status_text is not None:
+            try:
+                state.status = json.loads(status_text)
+            except ValueError:
+                state.problems.append(f"{entry.status.name} is not valid JSON")  # type: ignore[union-attr]
+        json_text = read_text(entry.summary_json)
+        if json_text is not None and load_summary is not None:
+            try:
+                state.summary = load_summary(json_text, str(entry.summary_json))
+            except SuiteError as exc:
+                state.problems.append(str(exc))
+        if state.missing:
+            state.problems.insert(0, "MISSING: the work item left no summary")
+        # With a summary, its replay problems (asserts, failures) are shown in detail below.
+        brief = state.summary is not None and state.replay_problems
+        state.problems.extend(status_problems(state.status, brief=brief, type_name=type_name))
+        if brief:
+            state.problems.append("replay problems: see below")
+        states.append(state)
+    return states
+
+
+def title_for(diff_type: DiffType, platform: str, arch: str) -> str:
+    return diff_type.title.format(platform=platform, arch=arch)
+
+
+def pipeline_box(states: Sequence[PlatformState]) -> str:
+    """Work items that failed or left nothing, on top of everything (never dropped);
+    a crossed memory gate gets its own line above the table."""
+    bad = [s for s in states if s.missing or s.work_item_failed or s.problems]
+    if not bad:
+        return ""
+    from spmi.reports.asm_markdown import cell, colored
+    gated = [s for s in bad if s.gate_failed]
+    text = ""
+    if gated:
+        text += (f"**{colored('red', 'Memory gate failed')}** on {', '.join(s.label for s in gated)}: "
+                 "BytesAllocated grew by at least the memdiff threshold; the work item failed.\n\n")
+    text += (f"**{colored('red', 'Work item problems')}** on {len(bad)} of {len(states)} platforms "
+             f"({', '.join(s.label for s in bad)}):\n\n|Platform|Result|Problems|\n|---|---|---|\n")
+    for state in bad:
+        if state.missing:
+            result = colored("#d35400", "MISSING")
+        else:
+            result = colored("red", "memory gate" if state.gate_failed else "failed")
+        problems = [p for p in state.problems if not p.startswith("MISSING:")] or ["see the logs"]
+        text += f"|{cell(state.label)}|{result}|{'<br>'.join(cell(p) for p in problems)}|\n"
+    return text + "\n"
+
+
+def missing_section(state: PlatformState) -> str:
+    """The section of a platform whose work item left no summary."""
+    label = state.label
+    text = f"## {label}\n\nMISSING: no {label} results came back"
+    problems = [p for p in state.problems if not p.startswith("MISSING:")]
+    text += (": " + problems[0] + "\n") if problems else ".\n"
+    repro = ((state.status or {}).get("repro") or {})
+    command = repro.get(state.type_name or "asmdiffs") if isinstance(repro, dict) else None
+    if command:
+        text += f"\nTo reproduce:\n\n```\n{command}\n```\n"
+    return text + "\n---\n\n"
+
+
+def markdown_section(state: PlatformState) -> str:
+    """§12.16: `## <os> <arch>` + the platform's markdown, collapsed."""
+    from spmi.reports.asm_markdown import details_block
+    body = (state.markdown or "").rstrip("\n")
+    return f"## {state.label}\n\n" + details_block(f"{state.label} summary", body) + "\n---\n\n"
+
+
+def render_asmdiffs(states: Sequence[PlatformState], title: str, budget: int, short: bool, artifact: str) -> str:
+    """Box + `render_overall` of the platforms with JSON summaries + the other sections, within `budget`."""
+    with_summary = [s for s in states if s.summary is not None]
+    markdown_only = [s for s in states if s.summary is None and s.markdown is not None]
+    missing = [s for s in states if s.missing]
+    head = f"# {title}\n\n" + pipeline_box(states)
+    tail = "".join(markdown_section(s) for s in markdown_only) + "".join(missing_section(s) for s in missing)
+    if not with_summary:
+        nothing = DIFF_NOTHING["asmdiffs"] + "\n\n---\n\n"
+        return head + nothing + tail
+    merged = summaries.merge_summaries([s.summary for s in with_summary])  # type: ignore[misc]
+    measure = md.char_size if short else md.utf8_size
+    room = max(1024, budget - measure(head) - measure(tail))
+    body = asm_overall.render_overall(merged, room, artifact=artifact, short=short, title="")
+    return head + body + tail
+
+
+DIFF_NOTHING = {name: t.nothing_found for name, t in pipeline.DIFF_TYPES.items()}
+
+
+def render_metric_type(states: Sequence[PlatformState], diff_type: DiffType, title: str, budget: int, short: bool,
+                       artifact: str, transform: Callable[[str], str]) -> str:
+    """tpdiff/memdiff (§12.16): heading, sentence, each platform's markdown; sections drop to fit."""
+    measure = md.char_size if short else md.utf8_size
+    head = f"# {title}\n\n" + (diff_type.intro + "\n\n" if diff_type.intro else "") + pipeline_box(states)
+    sections = [md.Section(head)]
+    present = [s for s in states if s.markdown is not None]
+    if not present:
+        sections.append(md.Section(diff_type.nothing_found + "\n"))
+    for state in present:
+        sections.append(md.Section(markdown_section(state), drop_rank=1, title=state.label))
+    for state in states:
+        if state.missing:
+            sections.append(md.Section(missing_section(state)))
+
+    def note(titles: List[str]) -> str:
+        where = f"see the artifact `{artifact}`" if artifact else "see the per-platform summaries"
+        return (f"**Truncated:** the summaries of {', '.join(titles)} were left out to stay within the size "
+                f"limit; {where}.\n\n")
+
+    return md.fit_sections(sections, budget, note, measure, transform)
+
+
+def fit_with_transform(render: Callable[[int], str], limit: int, measure: Callable[[str], int],
+                       transform: Callable[[str], str]) -> str:
+    """`render(budget)` fits its own budget; shrink it until the transformed text fits `limit` too."""
+    budget = limit
+    text = transform(render(budget))
+    for _ in range(12):
+        size = measure(text)
+        if size < limit:
+            return text
+        budget = max(1024, budget - (size - limit) - max(1, budget // 20))
+        text = transform(render(budget))
+    if measure(text) < limit:
+        return text
+    return md.hard_cut(text, limit, "**Truncated:** the rest was cut to stay within the size limit.")
+
+
+_NOTE_LIMIT_RE = re.compile(r"(\*\*Truncated:\*\*[^\n]*? to stay within )([^;\n]+)(;)")
+
+
+def limit_label(limit: int, short: bool) -> str:
+    if short:
+        return f"{limit:,} characters"
+    return "1 MiB" if limit == FILE_LIMIT_BYTES else f"{limit:,} bytes"
+
+
+def state_real_limit(text: str, label: str) -> str:
+    """The truncation note names the file's limit, not the smaller budget used inside."""
+    return _NOTE_LIMIT_RE.sub(lambda m: m.group(1) + label + m.group(3), text, count=1)
+
+
+def render_document(states: Sequence[PlatformState], diff_type: DiffType, platform: str, arch: str, short: bool,
+                    html_diffs: bool, artifact: str, limit: Optional[int] = None) -> str:
+    """The whole overall summary within its limit (bytes, or characters for --short)."""
+    measure = md.char_size if short else md.utf8_size
+    limit = limit if limit is not None else (SHORT_LIMIT_CHARS if short else FILE_LIMIT_BYTES)
+    label = limit_label(limit, short)
+    transform = md.diff_fences_to_html if html_diffs else (lambda text: text)
+    title = title_for(diff_type, platform, arch)
+    if diff_type.name == "asmdiffs":
+        def render(budget: int) -> str:
+            return state_real_limit(render_asmdiffs(states, title, budget - 1, short, artifact), label)
+        return fit_with_transform(render, limit, measure, transform)
+    return render_metric_type(states, diff_type, title, limit - 1, short, artifact, transform)
+
+
+def failure_messages(states: Sequence[PlatformState], type_name: str) -> List[str]:
+    """One line per failed platform for `##vso[task.logissue type=error]`."""
+    messages = []
+    for state in states:
+        if not state.failed:
+            continue
+        reasons = [p for p in state.problems if p != "replay problems: see below"]
+        summary = state.summary
+        if summary is not None and getattr(summary, "has_problems", False):
+            collections = getattr(summary, "collections", [])
+            asserts = sum(getattr(c, "assert_count", 0) for c in collections)
+            failed = sum(1 for c in collections if getattr(getattr(c, "status", None), "failed", False))
+            if asserts:
+                reasons.append(f"{asserts} JIT assert(s)")
+            if failed:
+                reasons.append(f"replay failed for {failed} collection(s)")
+            if not asserts and not failed:
+                reasons.append("missing data")
+        message = f"{type_name} on {state.label}: " + "; ".join(reasons or ["failed"])
+        if len(message) > MAX_ISSUE_CHARS:
+            message = message[:MAX_ISSUE_CHARS - 3] + "..."
+        messages.append(message)
+    return messages
+
+
+def expected_platforms(host_arch: str) -> List[Tuple[str, str]]:
+    try:
+        return [(p.target_os, p.target_arch) for p in pipeline.partitions_for_host(host_arch)]
+    except ValueError:
+        return []
+
+
+def step_summary_room(environ: Mapping[str, str]) -> Optional[int]:
+    """Bytes still allowed in `$GITHUB_STEP_SUMMARY` (None when it is not set)."""
+    target = environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return None
+    try:
+        used = Path(target).stat().st_size
+    except OSError:
+        used = 0
+    return FILE_LIMIT_BYTES - used - 1
+
+
+def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    directory = Path(args.diff_summary_dir)
+    if not directory.is_dir():
+        raise SuiteError(f"-diff_summary_dir '{args.diff_summary_dir}' is not a directory")
+    directory = directory.resolve()
+    platform = platforms.normalize_os(args.platform) or args.platform.lower()
+    arch = args.arch.lower()
+    for diff_type in pipeline.expand_types(args.type):
+        summarize_type(directory, diff_type, platform, arch, args, environ)
+    return 0
+
+
+def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: str, args: argparse.Namespace,
+                   environ: Mapping[str, str]) -> None:
+    """Write, print and announce the overall summary of one diff type."""
+    load_summary = None
+    if diff_type.name == "asmdiffs":
+        from spmi.reports import asm_model
+        load_summary = asm_model.AsmDiffsSummary.from_json
+    states = build_states(gather_files(directory, diff_type.name), expected_platforms(arch), load_summary,
+                          diff_type.name)
+    artifact = args.artifact_name or DEFAULT_ARTIFACT
+    text = render_document(states, diff_type, platform, arch, args.short, html_diffs=True, artifact=artifact)
+    output = directory / pipeline.overall_summary_name(diff_type.name, platform, arch, short=args.short)
+    fsutil.atomic_write_text(output, text)
+    print(f"Writing {output}", file=sys.stderr, flush=True)
+    print(text, end="" if text.endswith("\n") else "\n")
+    if cioutput.running_under_azdo(environ):
+        print(cioutput.azdo_upload_summary(output))
+    for message in failure_messages(states, diff_type.name):
+        print(cioutput.azdo_log_issue("error", message))
+    room = step_summary_room(environ)
+    if room is not None:
+        if room <= 1024:
+            print(f"{pipeline.SUMMARIZE_SCRIPT}: warning: $GITHUB_STEP_SUMMARY is full; not appending", file=sys.stderr)
+        else:
+            budget = min(room, SHORT_LIMIT_CHARS if args.short else FILE_LIMIT_BYTES)
+            github_text = render_document(states, diff_type, platform, arch, args.short, html_diffs=False,
+                                          artifact=artifact, limit=budget if not args.short else min(budget, SHORT_LIMIT_CHARS))
+            cioutput.append_github_step_summary(github_text, environ)
+    sys.stdout.flush()

@@ -1,0 +1,420 @@
+"""The Helix work item (`superpmi_asmdiffs.py`, docs/contracts.md §12.15): download the
+collections, run each diff type through `superpmi.py`, and leave summaries, logs, `.dasm`
+zips and a status document in the upload folder. Argument vectors are pure; steps do the I/O.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from spmi.base import fsutil, platforms, runner
+from spmi.base.errors import SuiteError
+from spmi.pipeline import common as pipeline
+from spmi.pipeline.common import DiffType, Partition
+
+log = logging.getLogger("superpmi")
+STATUS_VERSION = 1
+ERROR_LIMIT = "100"
+MAX_PROBLEMS = 20
+
+
+@dataclass
+class DriverConfig:
+    payload: Path
+    base_jit_directory: Path
+    diff_jit_directory: Path
+    upload: Path
+    target_os: str
+    target_arch: str
+    host_os: str
+    types: List[DiffType]
+    base_jit_options: List[str] = field(default_factory=list)
+    diff_jit_options: List[str] = field(default_factory=list)
+    mch_files: List[str] = field(default_factory=list)
+    private_stores: List[str] = field(default_factory=list)
+    python: str = sys.executable
+
+    @property
+    def host_arch(self) -> str:
+        return pipeline.work_item_host_arch(self.target_arch)
+
+    @property
+    def jit_name(self) -> str:
+        return platforms.jit_file_name(self.host_os, self.host_arch, self.target_os, self.target_arch,
+                                       force_cross=True)
+
+    @property
+    def spmi_location(self) -> Path:
+        return self.payload / pipeline.SPMI_LOCATION
+
+    @property
+    def partition(self) -> Partition:
+        known = pipeline.partition_for_target(self.target_os, self.target_arch)
+        return known or Partition(f"{self.target_os}-{self.target_arch}", self.target_os, self.target_arch)
+
+    def base_jit(self, diff_type: DiffType) -> Path:
+        return self.base_jit_directory / diff_type.flavour / self.jit_name
+
+    def diff_jit(self, diff_type: DiffType) -> Path:
+        return self.diff_jit_directory / diff_type.flavour / self.jit_name
+
+    @property
+    def pin_directory(self) -> Path:
+        return self.payload / pipeline.PIN_DIR
+
+    def pin_files(self) -> List[Path]:
+        return [self.payload / name for name in pipeline.pin_files(self.host_os, self.host_arch)]
+
+
+def superpmi_script(cfg: DriverConfig) -> str:
+    return str(cfg.payload / pipeline.SUPERPMI_SCRIPT)
+
+
+def collection_args(cfg: DriverConfig) -> List[str]:
+    argv: List[str] = []
+    if cfg.mch_files:
+        argv += ["-mch_files", *cfg.mch_files]
+    for store in cfg.private_stores:
+        argv += ["-private_store", store]
+    return argv
+
+
+def download_argv(cfg: DriverConfig) -> List[str]:
+    log_file = cfg.upload / pipeline.download_log_name(cfg.target_os, cfg.target_arch)
+    return [cfg.python, superpmi_script(cfg), "download", "--no_progress",
+            "-core_root", str(cfg.payload), "-arch", cfg.host_arch,
+            "-target_os", cfg.target_os, "-target_arch", cfg.target_arch,
+            "-spmi_location", str(cfg.spmi_location), "-log_level", "debug", "-log_file", str(log_file),
+            *collection_args(cfg)]
+
+
+def diff_argv(cfg: DriverConfig, diff_type: DiffType) -> List[str]:
+    log_file = cfg.upload / pipeline.type_log_name(diff_type.name, cfg.target_os, cfg.target_arch)
+    argv = [cfg.python, superpmi_script(cfg), diff_type.name, "--no_progress",
+            "-core_root", str(cfg.payload), "-arch", cfg.host_arch,
+            "-target_os", cfg.target_os, "-target_arch", cfg.target_arch,
+            "-spmi_location", str(cfg.spmi_location),
+            "-base_jit_path", str(cfg.base_jit(diff_type)), "-diff_jit_path", str(cfg.diff_jit(diff_type)),
+            "-error_limit", ERROR_LIMIT, "-log_level", "debug", "-log_file", str(log_file),
+            "--summary_as_json"]
+    if diff_type.uses_pin:
+        argv += ["-pin_path", str(cfg.pin_directory)]
+    for option in cfg.base_jit_options:
+        argv += ["-base_jit_option", option]
+    for option in cfg.diff_jit_options:
+        argv += ["-diff_jit_option", option]
+    return argv + collection_args(cfg)
+
+
+def render_argv(cfg: DriverConfig, diff_type: DiffType, summary_json: Path, output_md: Path) -> List[str]:
+    """`superpmi.py summarize` turns the JSON summary into the markdown a single run writes."""
+    return [cfg.python, superpmi_script(cfg), "summarize", "-summary_type", diff_type.name,
+            "-summaries", str(summary_json), "-output_long_summary_path", str(output_md)]
+
+
+def repro_command(target_os: str, target_arch: str, diff_type: DiffType, baseline_hash: Optional[str],
+                  base_jit_options: Sequence[str], diff_jit_options: Sequence[str]) -> str:
+    """What a developer runs in their enlistment to see the same diffs."""
+    argv = ["python", "src/coreclr/scripts/superpmi.py", diff_type.name,
+            "-target_os", target_os, "-target_arch", target_arch,
+            "-arch", pipeline.work_item_host_arch(target_arch)]
+    if baseline_hash:
+        argv += ["-base_git_hash", baseline_hash]
+    for option in base_jit_options:
+        argv += ["-base_jit_option", option]
+    for option in diff_jit_options:
+        argv += ["-diff_jit_option", option]
+    return " ".join(argv)
+
+
+def tool_environment(payload: Path, environ: Mapping[str, str]) -> Dict[str, str]:
+    """`<payload>/jit-analyze` and `<payload>/git/cmd` go first on PATH when present."""
+    env = dict(environ)
+    extra = [str(payload / d) for d in (pipeline.JIT_ANALYZE_DIR, pipeline.GIT_CMD_DIR) if (payload / d).is_dir()]
+    if extra:
+        separator = os.pathsep
+        env["PATH"] = separator.join(extra + ([env["PATH"]] if env.get("PATH") else []))
+    return env
+
+
+_ASSERT_KEY_RE = re.compile(r"^=== Assertion #\d+/\d+ \(count: (\d+)\): (.*)$")
+_ASSERT_LINE_RE = re.compile(r"ISSUE: <ASSERT> #([0-9]+) (.*) \(([0-9]*)\) - Assertion failed '(.*)' in '.*' "
+                             r"during '.*' \(IL size ([0-9]*); hash .*\)")
+_ERROR_RE = re.compile(r"^(?:\[\d\d:\d\d:\d\d\] )?((?:Error|ERROR|error)\b.*|.*: error: .*)$")
+_FAILURE_FILES_RE = re.compile(r"^(?:\[\d\d:\d\d:\d\d\] )?\s*(Replay failures in \d+ MCH files?:?)\s*$")
+
+
+def problems_in_output(text: str, limit: int = MAX_PROBLEMS) -> List[str]:
+    """Assertion keys, replay-failure totals and error lines, each once, in order."""
+    found: List[str] = []
+    asserts: Dict[str, int] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        match = _ASSERT_KEY_RE.match(_strip_time(line))
+        if match:
+            key = match.group(2).strip()
+            asserts[key] = max(asserts.get(key, 0), int(match.group(1)))
+            continue
+        match = _ASSERT_LINE_RE.search(line)
+        if match:
+            key = f"{match.group(4)} ({match.group(2)}:{match.group(3)})"
+            asserts.setdefault(key, 1)
+            continue
+        for regex in (_FAILURE_FILES_RE, _ERROR_RE):
+            match = regex.match(line)
+            if match and match.group(1) not in found:
+                found.append(match.group(1))
+                break
+    problems = [f"Assertion failed: {key} (count: {count})" for key, count in asserts.items()] + found
+    if len(problems) > limit:
+        problems = problems[:limit] + [f"... {len(problems) - limit} more in the log"]
+    return problems
+
+
+def _strip_time(line: str) -> str:
+    return re.sub(r"^\[\d\d:\d\d:\d\d\] ", "", line)
+
+
+@dataclass
+class StepResult:
+    name: str
+    exit_code: int
+    ok: bool
+    log: str = ""
+    problems: List[str] = field(default_factory=list)
+    gate: bool = False   # failed because a gate was crossed (memdiff exit code 2), not a replay failure
+
+
+def run_step(name: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str], log_name: str = "") -> StepResult:
+    print(f"##[group]{name}: {runner.format_command(argv)}", flush=True)
+    try:
+        result = runner.run(argv, cwd=cwd, env=env, log_output=False)
+    except SuiteError as exc:
+        print("##[endgroup]", flush=True)
+        log.error("Error: step %s could not run: %s", name, exc)
+        return StepResult(name, 1, False, log_name, [str(exc)])
+    for stream in (result.stdout, result.stderr):
+        if stream:
+            sys.stdout.write(stream if stream.endswith("\n") else stream + "\n")
+    print("##[endgroup]", flush=True)
+    ok = result.code == 0
+    problems = problems_in_output(result.stdout + "\n" + result.stderr)
+    if not ok:
+        if result.outcome.crashed:
+            problems.insert(0, f"{name} {result.outcome.describe()}")
+        elif not problems:
+            problems.append(f"{name} exited with {result.code}")
+        log.error("Error: step %s failed (%s)", name, result.outcome.describe())
+    return StepResult(name, result.code, ok, log_name, problems)
+
+
+def remove_stale_summaries(spmi_location: Path, diff_type: DiffType) -> None:
+    for pattern in (f"{diff_type.spmi_prefix}_summary*.json", f"{diff_type.spmi_prefix}_summary*.md",
+                    f"{diff_type.spmi_prefix}_short_summary*.md"):
+        for stale in spmi_location.glob(pattern):
+            log.debug("Removing stale %s", stale)
+            stale.unlink()
+
+
+def newest_summary(spmi_location: Path, diff_type: DiffType, extension: str) -> Optional[Path]:
+    candidates = [p for p in spmi_location.glob(f"{diff_type.spmi_prefix}_summary*{extension}") if p.is_file()]
+    return max(candidates, key=lambda p: p.stat().st_mtime) if candidates else None
+
+
+def missing_inputs(cfg: DriverConfig, diff_type: DiffType) -> List[str]:
+    """What the diff type needs from the payload and does not find there."""
+    missing = [f"JIT {jit} is not in the payload" for jit in (cfg.base_jit(diff_type), cfg.diff_jit(diff_type))
+               if not jit.is_file()]
+    if diff_type.uses_pin:
+        missing += [f"PIN package file {path} is not in the payload" for path in cfg.pin_files()
+                    if not path.is_file()]
+    return missing
+
+
+def mark_gate(step: StepResult, diff_type: DiffType) -> None:
+    """memdiff's exit code 2: the run worked, but a collection crossed the memory gate."""
+    if not diff_type.gate_exit or step.exit_code != diff_type.gate_exit:
+        return
+    step.gate = True
+    head = f"memory gate crossed ({diff_type.name} exit code {diff_type.gate_exit})"
+    rest = [re.sub(r"^Error: (?=memory gate: )", "", p) for p in step.problems
+            if p != f"{diff_type.name} exited with {step.exit_code}"]
+    step.problems = [head] + rest
+
+
+def run_diff_type(cfg: DriverConfig, diff_type: DiffType, env: Mapping[str, str]) -> List[StepResult]:
+    """The diff step, then its summaries into the upload root."""
+    steps: List[StepResult] = []
+    missing = missing_inputs(cfg, diff_type)
+    if missing:
+        steps.append(StepResult(diff_type.name, 1, False, "", missing))
+        return steps
+    remove_stale_summaries(cfg.spmi_location, diff_type)
+    log_name = pipeline.type_log_name(diff_type.name, cfg.target_os, cfg.target_arch)
+    steps.append(run_step(diff_type.name, diff_argv(cfg, diff_type), cfg.payload, env, log_name))
+    mark_gate(steps[-1], diff_type)
+    summary_json = newest_summary(cfg.spmi_location, diff_type, ".json")
+    if summary_json is None:
+        steps[-1].problems.append(f"superpmi.py {diff_type.name} wrote no summary")
+        steps[-1].ok = False
+        return steps
+    upload_json = cfg.upload / pipeline.summary_json_name(diff_type.name, cfg.target_os, cfg.target_arch)
+    shutil.copyfile(summary_json, upload_json)
+    if diff_type.name == "asmdiffs":
+        annotate_asmdiffs_summary(upload_json, cfg, read_baseline_hashes(cfg.base_jit_directory).get(diff_type.flavour))
+    upload_md = cfg.upload / pipeline.summary_md_name(diff_type.name, cfg.target_os, cfg.target_arch)
+    render = run_step(f"{diff_type.name} markdown", render_argv(cfg, diff_type, upload_json, upload_md),
+                      cfg.payload, env)
+    if render.ok and not upload_md.is_file():
+        render.ok = False
+        render.problems.append(f"no markdown summary was written to {upload_md.name}")
+    steps.append(render)
+    return steps
+
+
+def annotate_asmdiffs_summary(path: Path, cfg: DriverConfig, baseline_hash: Optional[str]) -> None:
+    """Replace the payload-specific repro line by one a developer runs in an enlistment,
+    and record the baseline hash (asmdiffs only saw `-base_jit_path`)."""
+    try:
+        from spmi.reports import asm_model
+        summary = asm_model.AsmDiffsSummary.from_json(path.read_text(encoding="utf-8"), str(path))
+    except (ImportError, SuiteError, OSError) as exc:
+        log.warning("Warning: cannot annotate %s: %s", path.name, exc)
+        return
+    summary.repro_command = repro_command(cfg.target_os, cfg.target_arch, pipeline.DIFF_TYPES["asmdiffs"],
+                                          baseline_hash, cfg.base_jit_options, cfg.diff_jit_options)
+    if baseline_hash:
+        summary.baseline = f"{baseline_hash} (rolling build used by the pipeline)"
+    fsutil.atomic_write_text(path, summary.to_json())
+
+
+def zip_dasm_files(spmi_location: Path, target: Path) -> int:
+    """Every `.dasm` under spmi_location; a `nodiff.txt` when there is none."""
+    files = sorted(p for p in spmi_location.rglob("*.dasm") if p.is_file()) if spmi_location.is_dir() else []
+    temp = target.with_name(target.name + ".tmp")
+    with zipfile.ZipFile(temp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in files:
+            archive.write(path, path.relative_to(spmi_location).as_posix())
+        if not files:
+            archive.writestr(pipeline.NODIFF_FILE, pipeline.NODIFF_TEXT)
+    os.replace(temp, target)
+    return len(files)
+
+
+def write_placeholders(upload: Path, names: Sequence[str]) -> List[str]:
+    """Helix fails on a declared result that is missing; write `<empty>` instead."""
+    written = []
+    for name in names:
+        path = upload / name
+        if not path.is_file():
+            fsutil.atomic_write_text(path, pipeline.EMPTY_PLACEHOLDER)
+            written.append(name)
+    return written
+
+
+def read_baseline_hashes(base_jit_directory: Path) -> Dict[str, Optional[str]]:
+    info = base_jit_directory / Path(pipeline.BASELINE_INFO_FILE).name
+    try:
+        data = json.loads(info.read_text(encoding="utf-8"))
+        return {str(k): (str(v) if v else None) for k, v in data.get("hashes", {}).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def status_document(cfg: DriverConfig, steps: Sequence[StepResult], hashes: Mapping[str, Optional[str]],
+                    placeholders: Sequence[str]) -> Dict[str, object]:
+    return {
+        "version": STATUS_VERSION,
+        "partition": cfg.partition.name,
+        "target_os": cfg.target_os,
+        "target_arch": cfg.target_arch,
+        "host_arch": cfg.host_arch,
+        "jit_name": cfg.jit_name,
+        "types": [t.name for t in cfg.types],
+        "ok": all(s.ok for s in steps),
+        "steps": [asdict(s) for s in steps],
+        "baseline_hashes": {t.name: hashes.get(t.flavour) for t in cfg.types},
+        "repro": {t.name: repro_command(cfg.target_os, cfg.target_arch, t, hashes.get(t.flavour),
+                                        cfg.base_jit_options, cfg.diff_jit_options) for t in cfg.types},
+        "base_jit_options": cfg.base_jit_options,
+        "diff_jit_options": cfg.diff_jit_options,
+        "placeholders": list(placeholders),
+    }
+
+
+def run_work_item(cfg: DriverConfig, environ: Mapping[str, str]) -> int:
+    cfg.upload.mkdir(parents=True, exist_ok=True)
+    cfg.spmi_location.mkdir(parents=True, exist_ok=True)
+    env = tool_environment(cfg.payload, environ)
+    steps: List[StepResult] = []
+    log.info("Work item %s: %s with %s (host arch %s)", cfg.partition.name, "/".join(t.name for t in cfg.types),
+             cfg.jit_name, cfg.host_arch)
+    try:
+        download = run_step("download", download_argv(cfg), cfg.payload, env,
+                            pipeline.download_log_name(cfg.target_os, cfg.target_arch))
+        steps.append(download)
+        if download.ok:
+            for diff_type in cfg.types:
+                steps.extend(run_diff_type(cfg, diff_type, env))
+        if any(t.wants_dasm_zip for t in cfg.types):
+            zip_path = cfg.upload / pipeline.dasm_zip_name(cfg.target_os, cfg.target_arch)
+            count = zip_dasm_files(cfg.spmi_location, zip_path)
+            log.info("%s: %d .dasm file(s)", zip_path.name, count)
+    except (SuiteError, OSError) as exc:
+        log.error("Error: %s", exc)
+        steps.append(StepResult("driver", 1, False, "", [str(exc)]))
+    declared = pipeline.declared_results(cfg.partition, cfg.types)
+    status_file = pipeline.status_name(cfg.target_os, cfg.target_arch)
+    placeholders = write_placeholders(cfg.upload, [n for n in declared if n != status_file])
+    if placeholders:
+        log.warning("Warning: not produced, written as %s: %s", pipeline.EMPTY_PLACEHOLDER, ", ".join(placeholders))
+    hashes = read_baseline_hashes(cfg.base_jit_directory)
+    document = status_document(cfg, steps, hashes, placeholders)
+    fsutil.atomic_write_text(cfg.upload / status_file, json.dumps(document, indent=2) + "\n")
+    failed = [s.name + (" (memory gate)" if s.gate else "") for s in steps if not s.ok]
+    if failed:
+        log.error("Error: work item %s failed in: %s", cfg.partition.name, ", ".join(failed))
+        return 1
+    log.info("Work item %s done", cfg.partition.name)
+    return 0
+
+
+def split_options(text: Optional[str]) -> List[str]:
+    return [part.strip() for part in (text or "").split(";") if part.strip()]
+
+
+def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> DriverConfig:
+    target_os = platforms.normalize_os(args.platform)
+    if target_os is None:
+        raise SuiteError(f"-platform '{args.platform}' is not an OS; use windows, linux or osx")
+    target_arch = args.arch.strip().lower()
+    if target_arch not in platforms.ARCHES:
+        raise SuiteError(f"-arch '{args.arch}' is not an architecture; use one of {', '.join(platforms.ARCHES)}")
+    host_os = platforms.normalize_os(args.host_os) if args.host_os else platforms.detect_host_os()
+    if host_os is None:
+        raise SuiteError(f"-host_os '{args.host_os}' is not an OS; use windows, linux or osx")
+    payload_text = args.payload_directory or environ.get("HELIX_CORRELATION_PAYLOAD")
+    payload = Path(payload_text).resolve() if payload_text else Path(__file__).resolve().parents[2]  # the folder holding the scripts and spmi/
+    if not payload.is_dir():
+        raise SuiteError(f"correlation payload '{payload}' is not a directory")
+    return DriverConfig(
+        payload=payload,
+        base_jit_directory=Path(args.base_jit_directory).resolve(),
+        diff_jit_directory=Path(args.diff_jit_directory).resolve(),
+        upload=Path(args.log_directory).resolve(),
+        target_os=target_os, target_arch=target_arch, host_os=host_os,
+        types=pipeline.expand_types(args.type),
+        base_jit_options=split_options(args.base_jit_options),
+        diff_jit_options=split_options(args.diff_jit_options),
+        mch_files=list(args.mch_files or []),
+        private_stores=list(args.private_store or []),
+        python=environ.get("HELIX_PYTHONPATH") or sys.executable)
