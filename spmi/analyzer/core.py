@@ -7,12 +7,13 @@ import fnmatch
 import hashlib
 import os
 import re
-import tempfile
+from pathlib import Path
 from typing import List, Optional, Tuple, Union
 
 from spmi.analyzer.compare import AnalysisResult, AnalyzeInputError, AnalyzeOptions, AnalyzeUsageError, _Analysis
 from spmi.analyzer.render import render_markdown
 from spmi.analyzer.scan import METRICS, _Unit
+from spmi.base import fsutil
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -276,20 +277,9 @@ def _merge_keys(base_keys: List[str], diff_keys: List[str]) -> List[Tuple[Option
 
 
 def write_text_atomically(path: PathLike, text: str) -> None:
-    """UTF-8 with LF line ends, written to a temp name in the same folder then renamed."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".~" + os.path.basename(path), dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """UTF-8 with the line ends given, written to a temp name in the same folder then renamed;
+    the folder must exist (as jit-analyze expects)."""
+    fsutil.atomic_write_text(Path(os.path.abspath(path)), text, make_parents=False)
 
 
 def write_markdown_per_metric(result: AnalysisResult, folder: PathLike) -> List[str]:

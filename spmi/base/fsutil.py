@@ -40,9 +40,12 @@ def unique_dir_path(path: Path) -> Path:
         index += 1
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary name next to `path`, then rename over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def atomic_write_bytes(path: Path, data: bytes, make_parents: bool = True) -> None:
+    """Write to a temporary name next to `path`, then rename over it (the one atomic writer).
+
+    Missing parent folders are created unless `make_parents` is False."""
+    if make_parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -56,8 +59,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, make_parents: bool = True) -> None:
+    """UTF-8 text, written as `atomic_write_bytes` writes (line ends as given)."""
+    atomic_write_bytes(path, text.encode("utf-8"), make_parents)
 
 
 @contextmanager
