@@ -189,9 +189,12 @@ def embed_json(value: Any) -> str:
     return _JSON_UNSAFE.sub(_json_escape_char, text)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def escape_text(text: str) -> str:
-    """Untrusted text for HTML content or a quoted attribute value."""
-    return html.escape(str(text), quote=True)
+    """Untrusted text for HTML content or a quoted attribute value (lone surrogates become U+FFFD)."""
+    return html.escape(_SURROGATE.sub("\ufffd", str(text)), quote=True)
 
 
 # ---------------------------------------------------------------- unified diff hunks
@@ -480,8 +483,8 @@ def _overview(report: HtmlReport, by_collection: Dict[str, List[int]]) -> str:
             f'<td class="num same">{kinds.count(SAME):,}</td>{_delta_cell(delta)}{_delta_cell(perf, 2)}'
             f'<td class="num{" warn" if c.missing else ""}">{c.missing:,}</td>'
             f'<td class="num{" warn" if c.failures else ""}">{c.failures:,}</td></tr>')
-    summary = (f'<p class="lead">Diffs are based on <b>{totals[0]:,}</b> contexts; <b>{totals[1]:,}</b> '
-               f'with diffs; <b>{totals[2]:,}</b> MISSING; <b>{totals[3]:,}</b> failures.</p>')
+    summary = (f'<p class="lead">Diffs are based on <strong>{totals[0]:,}</strong> contexts; <strong>{totals[1]:,}</strong> '
+               f'with diffs; <strong>{totals[2]:,}</strong> MISSING; <strong>{totals[3]:,}</strong> failures.</p>')
     return (f'<section id="overview"><h2>Collections</h2>{summary}<table><thead><tr><th>Collection</th>'
             '<th class="num">Contexts</th><th class="num">With diffs</th><th class="num">Improvements</th>'
             '<th class="num">Regressions</th><th class="num">Same size</th><th class="num">Δ bytes</th>'
