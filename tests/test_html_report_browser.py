@@ -60,8 +60,8 @@ def make_report() -> HtmlReport:
         tier, minopts = TIERS[index % len(TIERS)]
         name = HOSTILE[index // 150] if index % 150 == 7 else f"Ns{index % 13}.Type{index % 7}:Method{index}():this"
         base = rng.randint(10, 900)
-        rows.append(DiffRow(COLLECTIONS[index % 3], index + 1, name, tier, minopts, base,
-                            base + rng.choice([-40, -3, -1, 0, 1, 2, 25, 300]) * (1 if index % 5 else 0) + index % 3 - 1,
+        delta = rng.choice([-40, -3, -1, 0, 1, 2, 25, 300]) * (1 if index % 5 else 0) + index % 3 - 1
+        rows.append(DiffRow(COLLECTIONS[index % 3], index + 1, name, tier, minopts, base, base + delta,
                             round(base * 1.5, 2), round(base * 1.5 + rng.uniform(-9, 9), 2),
                             {"GCInfoBytes": rng.randint(-2, 2)}))
     listings = []

@@ -33,7 +33,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple, Union
 
 ASSETS = Path(__file__).resolve().parent / "html_assets"
 
@@ -479,12 +479,14 @@ def _overview(report: HtmlReport, by_collection: Dict[str, List[int]]) -> str:
         totals = [totals[0] + c.contexts, totals[1] + len(rows), totals[2] + c.missing, totals[3] + c.failures]
         body.append(
             f'<tr><td>{escape_text(name)}</td><td class="num">{c.contexts:,}</td><td class="num">{len(rows):,}</td>'
-            f'<td class="num good">{kinds.count(IMPROVEMENT):,}</td><td class="num bad">{kinds.count(REGRESSION):,}</td>'
+            f'<td class="num good">{kinds.count(IMPROVEMENT):,}</td>'
+            f'<td class="num bad">{kinds.count(REGRESSION):,}</td>'
             f'<td class="num same">{kinds.count(SAME):,}</td>{_delta_cell(delta)}{_delta_cell(perf, 2)}'
             f'<td class="num{" warn" if c.missing else ""}">{c.missing:,}</td>'
             f'<td class="num{" warn" if c.failures else ""}">{c.failures:,}</td></tr>')
-    summary = (f'<p class="lead">Diffs are based on <strong>{totals[0]:,}</strong> contexts; <strong>{totals[1]:,}</strong> '
-               f'with diffs; <strong>{totals[2]:,}</strong> MISSING; <strong>{totals[3]:,}</strong> failures.</p>')
+    summary = (f'<p class="lead">Diffs are based on <strong>{totals[0]:,}</strong> contexts; '
+               f'<strong>{totals[1]:,}</strong> with diffs; <strong>{totals[2]:,}</strong> MISSING; '
+               f'<strong>{totals[3]:,}</strong> failures.</p>')
     return (f'<section id="overview"><h2>Collections</h2>{summary}<table><thead><tr><th>Collection</th>'
             '<th class="num">Contexts</th><th class="num">With diffs</th><th class="num">Improvements</th>'
             '<th class="num">Regressions</th><th class="num">Same size</th><th class="num">Δ bytes</th>'

@@ -144,7 +144,7 @@
         var cell = row.children[c], column = COLUMNS[c];
         cell.textContent = column.text(k);
         if (column.signed) cell.className = "n " + side(column.signed[k]);
-        if (c === 3) cell.title = names[R.n[k]];
+        if (c === 1 || c === 3) cell.title = cell.textContent;
       }
     }
   }
