@@ -16,3 +16,11 @@ class SuiteError(Exception):
 
 class ToolTimeout(SuiteError):
     """A child process ran longer than allowed and was killed."""
+
+
+class Terminated(KeyboardInterrupt):
+    """The suite was asked to stop by a signal other than Ctrl-C (e.g. SIGTERM); handled like Ctrl-C."""
+
+    def __init__(self, signal_number: int) -> None:
+        super().__init__(f"signal {signal_number}")
+        self.signal_number = signal_number

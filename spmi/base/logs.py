@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Optional, Union
 
 from spmi.base import redaction
-from spmi.base.errors import SuiteError
+from spmi.base.errors import SuiteError, Terminated
 from spmi.base.runner import kill_all_children
 
 log = logging.getLogger("superpmi")
@@ -89,8 +89,8 @@ def run_guarded(prog: str, body: Callable[[], int], errors_to_stderr: bool = Fal
     """Run a script's body; every failure becomes one line and an exit code.
 
     SuiteError: its message, exit 1. OSError: what failed on which file, exit 1.
-    Ctrl-C: children killed, exit 130. Anything else: a one-line summary (secrets
-    redacted), the traceback only in the DEBUG log, exit 1.
+    Ctrl-C: children killed, exit 130 (SIGTERM under `runner.stop_on_termination`: 128 + the signal).
+    Anything else: a one-line summary (secrets redacted), the traceback only in the DEBUG log, exit 1.
     """
     def report(message: str) -> None:
         report_error(prog, redaction.redact(message), errors_to_stderr)
@@ -100,10 +100,10 @@ def run_guarded(prog: str, body: Callable[[], int], errors_to_stderr: bool = Fal
     except SuiteError as exc:
         report(str(exc))
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         kill_all_children()
         report("interrupted; child processes stopped, finished outputs kept")
-        return 130
+        return 128 + exc.signal_number if isinstance(exc, Terminated) else 130
     except OSError as exc:
         log.debug("I/O error", exc_info=True)
         where = f" ({exc.filename})" if exc.filename else ""

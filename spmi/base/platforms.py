@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import platform
 import re
+import signal
 import sys
 from dataclasses import dataclass
-from typing import IO, Optional
+from typing import IO, List, Optional
 
 WINDOWS = "windows"
 LINUX = "linux"
@@ -108,6 +109,16 @@ def jit_file_name(host_os: str, host_arch: str, target_os: str, target_arch: str
     return f"{prefix}clrjit_{family}_{target_arch}_{host_arch}{suffix}"
 
 
+def shim_collector_file_name(host_os: str) -> str:
+    """The shim collector the runtime loads in place of the JIT (docs/contracts.md §14.1)."""
+    return f"{shared_lib_prefix(host_os)}superpmi-shim-collector{shared_lib_suffix(host_os)}"
+
+
+def crossgen2_relative_path(host_os: str) -> str:
+    """crossgen2 below Core_Root (docs/contracts.md §14.2)."""
+    return "crossgen2/" + exe_name("crossgen2", host_os)
+
+
 def pintool_file_name(host_os: str) -> str:
     return f"{shared_lib_prefix(host_os)}clrjit_inscount{shared_lib_suffix(host_os)}"
 
@@ -189,6 +200,11 @@ def path_list_separator(host_os: str) -> str:
     return ";" if host_os == WINDOWS else ":"
 
 
+def search_path_dirs(path_value: Optional[str], host_os: str) -> List[str]:
+    """The directories of a `PATH`-style value (empty entries dropped)."""
+    return [part for part in (path_value or "").split(path_list_separator(host_os)) if part]
+
+
 def env_var_assignment(name: str, value: str, host_os: str) -> str:
     """How a user sets an environment variable in their shell."""
     if host_os == WINDOWS:
@@ -201,6 +217,13 @@ def same_file_name(a: str, b: str, host_os: str) -> bool:
     if host_os in (WINDOWS, OSX):
         return a.lower() == b.lower()
     return a == b
+
+
+# ---------------------------------------------------------------- signals
+
+def termination_signals() -> List[int]:
+    """Signals that ask the suite to stop (besides Ctrl-C): SIGTERM, and SIGBREAK on Windows."""
+    return [getattr(signal, name) for name in ("SIGTERM", "SIGBREAK") if hasattr(signal, name)]
 
 
 # ---------------------------------------------------------------- locks

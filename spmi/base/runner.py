@@ -13,12 +13,13 @@ import signal
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Union
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from spmi.base import platforms
-from spmi.base.errors import SuiteError, ToolTimeout
+from spmi.base.errors import SuiteError, Terminated, ToolTimeout
 
 log = logging.getLogger("superpmi")
 PathLike = Union[str, "os.PathLike[str]"]
@@ -78,6 +79,31 @@ def kill_all_children() -> None:
         running = list(_children.values())
     for proc in running:
         kill_process_tree(proc)
+
+
+def _raise_terminated(signal_number: int, _frame: object) -> None:
+    raise Terminated(signal_number)
+
+
+@contextmanager
+def stop_on_termination() -> Iterator[None]:
+    """Within the block, SIGTERM (SIGBREAK on Windows) stops the suite the way Ctrl-C does:
+    `Terminated` (a KeyboardInterrupt) is raised, so running children are killed and
+    temporary folders removed. Only in the main thread; signals someone set to be
+    ignored stay ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for number in platforms.termination_signals():
+        if signal.getsignal(number) == signal.SIG_IGN:
+            continue
+        previous[number] = signal.signal(number, _raise_terminated)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def run(argv: Sequence[PathLike], *, cwd: Optional[PathLike] = None,

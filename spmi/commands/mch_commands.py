@@ -11,15 +11,13 @@ import zipfile
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence
 
-from spmi.base import config, fsutil, runner
+from spmi.base import config, fsutil
 from spmi.base.errors import SuiteError
 from spmi.sources import mch_sources
+from spmi.steps import mch_merge
 from spmi.storage import blobs, uploads
 
 log = logging.getLogger("superpmi")
-
-ZERO_LENGTH_MARKER = b"ZEROLENGTH"
-ZERO_LENGTH_MAX_SIZE = 15
 
 
 # ---------------------------------------------------------------- registration
@@ -249,28 +247,8 @@ def _local_listing(settings: config.Settings, prefix: Optional[str]) -> List[str
 
 # ---------------------------------------------------------------- merge-mch
 
-def is_zero_length_marker(path: Path) -> bool:
-    try:
-        if path.stat().st_size >= ZERO_LENGTH_MAX_SIZE:
-            return False
-        return ZERO_LENGTH_MARKER in path.read_bytes()
-    except OSError:
-        return False
-
-
-def remove_zero_length_markers(directory: Path) -> List[Path]:
-    """`--ci`: collection jobs that produced nothing leave tiny `ZEROLENGTH` files; delete them."""
-    removed = []
-    if not directory.is_dir():
-        return removed
-    for root, _, files in os.walk(directory):
-        for name in files:
-            path = Path(root) / name
-            if is_zero_length_marker(path):
-                log.info("Removing zero-length marker %s", path)
-                path.unlink()
-                removed.append(path)
-    return removed
+is_zero_length_marker = mch_merge.is_zero_length_marker
+remove_zero_length_markers = mch_merge.remove_zero_length_markers
 
 
 def merge_mch_command(args: argparse.Namespace) -> int:
@@ -280,20 +258,11 @@ def merge_mch_command(args: argparse.Namespace) -> int:
     output = Path(args.output_mch_path).resolve()
     pattern = args.pattern
     if args.ci:
-        pattern_dir = Path(os.path.dirname(pattern) or ".")
-        remove_zero_length_markers(pattern_dir)
+        removed = mch_merge.remove_zero_length_markers(Path(os.path.dirname(pattern) or "."))
+        log.info("Removed %d ZEROLENGTH placeholder(s)", len(removed))
     output.parent.mkdir(parents=True, exist_ok=True)
-    merge = runner.run([mcs, "-merge", output, pattern, "-recursive", "-dedup", "-thin"], log_level=logging.INFO)
-    if merge.code != 0 or not output.is_file():
-        log.error("Error: mcs -merge failed (%s)%s", merge.outcome.describe(),
-                  "" if output.is_file() else f"; {output} was not created")
-        return 1
-    toc = runner.run([mcs, "-toc", output], log_level=logging.INFO)
-    toc_file = Path(str(output) + ".mct")
-    if toc.code != 0 or not toc_file.is_file():
-        log.error("Error: mcs -toc failed (%s)%s", toc.outcome.describe(),
-                  "" if toc_file.is_file() else f"; {toc_file} was not created")
-        return 1
+    log.info("Merging %s into %s", pattern, output)
+    toc_file = mch_merge.merge_and_index(mcs, output, pattern)
     log.info("Merged into %s (%d bytes) with table of contents %s", output, output.stat().st_size, toc_file)
     return 0
 
