@@ -17,7 +17,7 @@ from spmi.base.config import ArgumentParser
 # Each module defines register(subparsers) adding its command(s); every
 # command sets `func(args) -> int` as its parser default.
 COMMAND_MODULES: List[str] = ["spmi.commands.replay", "spmi.commands.asmdiffs", "spmi.commands.metricdiff",
-                              "spmi.commands.summarize", "spmi.commands.mch_commands"]
+                              "spmi.commands.summarize", "spmi.commands.mch_commands", "spmi.commands.collect"]
 
 # Which module registers each command, so a run imports only what it uses.
 MODULE_OF_COMMAND: Dict[str, str] = {
@@ -25,6 +25,7 @@ MODULE_OF_COMMAND: Dict[str, str] = {
     "tpdiff": "spmi.commands.metricdiff", "memdiff": "spmi.commands.metricdiff",
     "summarize": "spmi.commands.summarize", "download": "spmi.commands.mch_commands", "upload": "spmi.commands.mch_commands",
     "upload-private": "spmi.commands.mch_commands", "list-collections": "spmi.commands.mch_commands", "merge-mch": "spmi.commands.mch_commands",
+    "collect": "spmi.commands.collect",
 }
 
 
