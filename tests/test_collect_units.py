@@ -1,0 +1,203 @@
+"""Pure parts of `collect`: argument vectors, the shim environment, lookups, the crossgen2
+response file, the plan checks (docs/contracts.md §5, §14)."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+import superpmi
+from spmi.base import platforms, runner
+from spmi.base.errors import SuiteError, Terminated
+from spmi.commands import collect
+from spmi.steps import collect_hosts, collect_steps, mch_merge
+from spmi.steps.collect_hosts import CollectionMode, Shim, Tiering
+from spmi.tools import mcs
+
+
+def test_mcs_argument_vectors():
+    assert mcs.merge_argv("mcs", "/t/base.mch", "/t/*.mc") == ["mcs", "-merge", "/t/base.mch", "/t/*.mc",
+                                                              "-recursive", "-dedup", "-thin"]
+    assert mcs.merge_argv("mcs", "o.mch", "*.mch", recursive=False, dedup=False, thin=False) == [
+        "mcs", "-merge", "o.mch", "*.mch"]
+    assert mcs.concat_argv("mcs", "a.mch", "b.mch") == ["mcs", "-concat", "a.mch", "b.mch"]
+    assert mcs.strip_argv("mcs", "f.mcl", "in.mch", "out.mch") == ["mcs", "-strip", "f.mcl", "in.mch", "out.mch"]
+    assert mcs.toc_argv("mcs", Path("x.mch")) == ["mcs", "-toc", "x.mch"]
+    assert mcs.remove_dup_argv("mcs", "in.mch", "out.mch", legacy=True, thin=True) == [
+        "mcs", "-removeDup", "-legacy", "-thin", "in.mch", "out.mch"]
+    assert mcs.print_jit_ee_version_argv("mcs") == ["mcs", "-printJITEEVersion"]
+    assert mcs.toc_path(Path("/d/x.mch")) == Path("/d/x.mch.mct")
+    assert mcs.warning_lines("Loaded 3\n WARNING: 'a.mc' ends with a truncated method context\n") == [
+        "WARNING: 'a.mc' ends with a truncated method context"]
+
+
+@pytest.mark.parametrize("tiering, expected", [
+    (Tiering(), {"DOTNET_TieredCompilation": "0"}),
+    (Tiering(tiered_compilation=True), {"DOTNET_TieredCompilation": "1"}),
+    (Tiering(tiered_pgo=True), {"DOTNET_TieredCompilation": "1", "DOTNET_TieredPGO": "1"}),
+    (Tiering(disable_r2r=True, jitoptrepeat_all=True),
+     {"DOTNET_TieredCompilation": "0", "DOTNET_ReadyToRun": "0", "DOTNET_JitOptRepeat": "*"}),
+])
+def test_dotnet_variables(tiering, expected):
+    assert collect_hosts.dotnet_variables(tiering) == dict(expected, DOTNET_EnableExtraSuperPmiQueries="1")
+
+
+def test_shim_environment_puts_the_shim_in_front_of_the_jit():
+    shim = Shim(Path("/cr/libsuperpmi-shim-collector.so"), Path("/cr/libclrjit.so"), Path("/tmp/w"))
+    env = collect_hosts.shim_environment(shim, {"DOTNET_TieredCompilation": "0"})
+    assert env == {"DOTNET_JitName": "libsuperpmi-shim-collector.so",
+                   "DOTNET_JitPath": "/cr/libsuperpmi-shim-collector.so", "SuperPMIShimPath": "/cr/libclrjit.so",
+                   "SuperPMIShimLogPath": "/tmp/w", "DOTNET_TieredCompilation": "0"}
+
+
+def test_pmi_path_uses_the_platform_separator(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert collect_hosts.pmi_environment([], "linux") == {}
+    assert collect_hosts.pmi_environment([str(a), str(b)], "linux") == {"PMIPATH": f"{a}:{b}"}
+    assert collect_hosts.pmi_environment([str(a), str(b)], "windows") == {"PMIPATH": f"{a};{b}"}
+
+
+def test_platform_names():
+    assert platforms.shim_collector_file_name("windows") == "superpmi-shim-collector.dll"
+    assert platforms.shim_collector_file_name("linux") == "libsuperpmi-shim-collector.so"
+    assert platforms.shim_collector_file_name("osx") == "libsuperpmi-shim-collector.dylib"
+    assert platforms.crossgen2_relative_path("windows") == "crossgen2/crossgen2.exe"
+    assert platforms.crossgen2_relative_path("linux") == "crossgen2/crossgen2"
+    assert platforms.search_path_dirs("a;;b", "windows") == ["a", "b"]
+    assert platforms.search_path_dirs(None, "linux") == []
+
+
+def test_collection_args_are_split_on_spaces():
+    assert collect_hosts.split_collection_args("hello.dll  a b") == ["hello.dll", "a", "b"]
+    assert collect_hosts.split_collection_args(None) == []
+
+
+def test_collection_command_lookup_order(tmp_path):
+    core_root, on_path = tmp_path / "core_root", tmp_path / "bin"
+    for folder in (core_root, on_path):
+        folder.mkdir()
+    for path in (core_root / "host", on_path / "host", on_path / "tool"):
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+    local = tmp_path / "local"
+    local.write_text("")
+    assert collect_hosts.resolve_collection_command(str(local), core_root, str(on_path), "linux") == local
+    assert collect_hosts.resolve_collection_command("host", core_root, str(on_path), "linux") == core_root / "host"
+    assert collect_hosts.resolve_collection_command("tool", core_root, str(on_path), "linux") == on_path / "tool"
+    with pytest.raises(SuiteError, match="collection command 'nope' not found"):
+        collect_hosts.resolve_collection_command("nope", core_root, str(on_path), "linux")
+
+
+def test_assemblies_are_found_recursively_and_excluded_case_insensitively(tmp_path):
+    for name in ("a.dll", "B.EXE", "sub/c.dll", "sub/Skip.Me.dll", "notes.txt", "tests/d.dll"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    found = collect_hosts.find_assemblies([str(tmp_path)], ["skip", "TESTS/"])
+    assert [p.relative_to(tmp_path).as_posix() for p in found] == ["B.EXE", "a.dll", "sub/c.dll"]
+    single = collect_hosts.find_assemblies([str(tmp_path / "a.dll"), str(tmp_path)], [])
+    assert single[0] == tmp_path / "a.dll" and len(single) == 5  # no duplicates
+    with pytest.raises(SuiteError, match="no .dll or .exe files"):
+        collect_hosts.find_assemblies([str(tmp_path)], ["dll", "exe"])
+    with pytest.raises(SuiteError, match="-assemblies '.*missing' is neither"):
+        collect_hosts.find_assemblies([str(tmp_path / "missing")], [])
+
+
+def test_pmi_dll_lookup_order(tmp_path):
+    given, on_path, core_root = tmp_path / "given.dll", tmp_path / "bin", tmp_path / "core_root"
+    given.write_text("")
+    for folder in (on_path, core_root):
+        folder.mkdir()
+        (folder / "pmi.dll").write_text("")
+    assert collect_hosts.find_pmi_dll(str(given), str(on_path), core_root, "linux") == given
+    assert collect_hosts.find_pmi_dll(None, f"/none:{on_path}", core_root, "linux") == on_path / "pmi.dll"
+    assert collect_hosts.find_pmi_dll(None, "/none", core_root, "linux") == core_root / "pmi.dll"
+    with pytest.raises(SuiteError, match="-pmi_location"):
+        collect_hosts.find_pmi_dll(str(tmp_path / "x.dll"), None, core_root, "linux")
+    assert collect_hosts.pmi_argv(Path("/cr/corerun"), Path("/p/pmi.dll"), Path("/a/x.dll")) == [
+        "/cr/corerun", "/p/pmi.dll", "DRIVEALL", "/a/x.dll"]
+
+
+def test_crossgen2_response_file():
+    dotnet = collect_hosts.dotnet_variables(Tiering())
+    lines = collect_hosts.crossgen2_response_lines(
+        Path("/apps/hello.dll"), Path("/tmp/w/crossgen2_hello.out.dll"), Path("/cr"),
+        Path("/cr/libsuperpmi-shim-collector.so"), dotnet)
+    assert lines == ["/apps/hello.dll", "-o:/tmp/w/crossgen2_hello.out.dll",
+                     "-r:/cr/System.*.dll", "-r:/cr/Microsoft.*.dll", "-r:/cr/mscorlib.dll", "-r:/cr/netstandard.dll",
+                     "--parallelism:1", "--jitpath:/cr/libsuperpmi-shim-collector.so",
+                     "--codegenopt:EnableExtraSuperPmiQueries=1", "--codegenopt:TieredCompilation=0"]
+    assert collect_hosts.crossgen2_output_name(Path("/a/hello.dll"), 0) == "crossgen2_hello.out.dll"
+    assert collect_hosts.crossgen2_output_name(Path("/b/hello.dll"), 3) == "crossgen2_hello.3.out.dll"
+    assert collect_hosts.crossgen2_argv(Path("/cr/crossgen2/crossgen2"), Path("/tmp/w/x.rsp")) == [
+        "/cr/crossgen2/crossgen2", "@/tmp/w/x.rsp"]
+
+
+def parse(*argv: str):  # type: ignore[no-untyped-def]
+    return superpmi.build_parser(["spmi.commands.collect"]).parse_args(["collect", *argv])
+
+
+def test_plan_from_args():
+    plan = collect.plan_from_args(parse("corerun", "hello.dll a", "--tiered_pgo", "--clean", "--parallelism", "3"))
+    assert plan.mode is CollectionMode.COMMAND and plan.command_args == ["hello.dll", "a"]
+    assert plan.tiering == Tiering(tiered_pgo=True) and plan.clean and plan.parallelism == 3
+    assert plan.run_hosts and plan.merge and plan.toc and not plan.keep_temp
+    plan = collect.plan_from_args(parse("--pmi", "-assemblies", "a", "-exclude", "x", "-pmi_path", "d"))
+    assert plan.mode is CollectionMode.PMI and plan.assemblies == ["a"] and plan.pmi_paths == ["d"]
+    plan = collect.plan_from_args(parse("--merge_mch_files", "-mch_files", "a.mch", "b.mch"))
+    assert plan.mode is None and not plan.run_hosts and plan.merge_mch_files == ["a.mch", "b.mch"]
+    plan = collect.plan_from_args(parse("--pmi", "-assemblies", "a", "--skip_collect_mc_files", "-temp_dir", "t",
+                                        "--skip_toc_step"))
+    assert plan.mode is CollectionMode.PMI and not plan.run_hosts and not plan.toc
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["corerun", "--crossgen2", "-assemblies", "a"], "conflicting collection modes"),
+    (["--crossgen2"], "--crossgen2 needs -assemblies"),
+    (["corerun", "-pmi_path", "d"], "-pmi_location and -pmi_path are only used with --pmi"),
+    (["corerun", "-exclude", "d"], "-exclude is only used with"),
+    (["corerun", "-mch_files", "a.mch"], "-mch_files is only used with --merge_mch_files"),
+    (["--merge_mch_files", "-mch_files", "a", "--skip_merge_step", "-temp_dir", "t"], "contradict"),
+    (["corerun", "--skip_merge_step"], "--skip_merge_step needs -temp_dir"),
+    (["corerun", "--parallelism", "0"], "--parallelism 0 must be at least 1"),
+])
+def test_plan_refuses_contradictions(argv, message):
+    with pytest.raises(SuiteError, match=message):
+        collect.plan_from_args(parse(*argv))
+
+
+def test_output_path_rules(tmp_path):
+    assert collect_steps.default_output_path(tmp_path, "linux", "x64", "Checked") == tmp_path / "linux.x64.Checked.mch"
+    (tmp_path / "linux.x64.Checked.mch").write_text("")
+    assert collect_steps.default_output_path(tmp_path, "linux", "x64", "Checked") == tmp_path / "linux.x64.Checked.1.mch"
+    with pytest.raises(SuiteError, match="already exists"):
+        collect_steps.check_output_path(tmp_path / "linux.x64.Checked.mch")
+    (tmp_path / "b.mch.mct").write_text("")
+    with pytest.raises(SuiteError, match="b.mch.mct already exists"):
+        collect_steps.check_output_path(tmp_path / "b.mch")
+    with pytest.raises(SuiteError, match="does not exist"):
+        collect_steps.check_output_path(tmp_path / "no" / "c.mch")
+
+
+def test_zero_length_placeholder(tmp_path):
+    empty = tmp_path / "empty.mch"
+    empty.write_bytes(b"")
+    full = tmp_path / "full.mch"
+    full.write_bytes(b"mc" + b"\0" * 20)
+    assert mch_merge.mark_if_empty(empty) and empty.read_bytes() == b"ZEROLENGTH"
+    assert not mch_merge.mark_if_empty(full) and full.read_bytes()[:2] == b"mc"
+    assert mch_merge.is_zero_length_marker(empty) and not mch_merge.is_zero_length_marker(full)
+    assert mch_merge.remove_zero_length_markers(tmp_path) == [empty] and full.exists()
+
+
+@pytest.mark.skipif(os.name == "nt", reason="SIGTERM cannot be sent to oneself on Windows")
+def test_sigterm_becomes_an_interrupt_only_inside_the_block():
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated) as caught:
+        with runner.stop_on_termination():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler interrupts this
+    assert caught.value.signal_number == signal.SIGTERM and isinstance(caught.value, KeyboardInterrupt)
+    assert signal.getsignal(signal.SIGTERM) == before
