@@ -301,6 +301,12 @@ def test_no_mc_files_generated(ws):
     assert kept.returncode == 1 and len(ws.leftovers()) == 1  # --skip_cleanup keeps the work folder
 
 
+def test_merge_mch_files_must_exist(ws):
+    out = ws.root / "out.mch"
+    result = ws.collect("--merge_mch_files", "-mch_files", str(ws.root / "none.mch"), "-output_mch_path", str(out))
+    assert_fails_cleanly(ws, result, "-mch_files '%s' is not a file" % (ws.root / "none.mch"), out)
+
+
 def test_output_already_exists(ws):
     out = ws.root / "exists.mch"
     out.write_bytes(b"mine")

@@ -201,3 +201,28 @@ def test_sigterm_becomes_an_interrupt_only_inside_the_block():
             time.sleep(5)  # the handler interrupts this
     assert caught.value.signal_number == signal.SIGTERM and isinstance(caught.value, KeyboardInterrupt)
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+@pytest.mark.skipif(os.name == "nt", reason="uses sleep and SIGINT")
+def test_parallel_hosts_stop_on_ctrl_c(tmp_path):
+    """Ctrl-C while several host processes run: none is left and no queued one starts."""
+    import threading
+    started = tmp_path / "started"
+    started.mkdir()
+
+    def job(index: int):  # type: ignore[no-untyped-def]
+        argv = ["/bin/sh", "-c", f"echo $$ > {started}/{index}; exec sleep 30"]
+        return lambda stop: collect_hosts._run_job(argv, str(index), {}, tmp_path, stop)
+
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        collect_hosts.run_parallel([job(i) for i in range(6)], 2, "test", show_progress=False)
+    assert time.monotonic() - began < 10
+    assert sorted(p.name for p in started.iterdir()) == ["0", "1"]  # the queued four never started
+    assert runner._children == {}
+    for pid_file in started.iterdir():
+        pid = int(pid_file.read_text())
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # killed and reaped

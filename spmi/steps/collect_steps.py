@@ -104,6 +104,9 @@ def merge_mc_files(mcs: Path, work: WorkFiles, keep: bool) -> None:
 
 def concat_mch_files(mcs: Path, work: WorkFiles, sources: Sequence[Path]) -> None:
     """`--merge_mch_files`: `mcs -concat <temp>/base.mch <each>` instead of collecting."""
+    for source in sources:
+        if not source.is_file():
+            raise SuiteError(f"-mch_files '{source}' is not a file; check the path")
     _remove_if_exists(work.base_mch)
     for source in sources:
         log.info("Appending %s to %s", source, work.base_mch)
