@@ -8,34 +8,11 @@ from typing import Any, Dict, Iterable, List, Optional, Union
 
 from spmi.base.errors import SuiteError
 from spmi.reports import asm_model as model
-from spmi.reports.asm_analysis import (
-    ContextPick,
-    aggregate_table,
-    diff_list,
-    example_from_row,
-    listing_title,
-    pick_contexts,
-    pick_metric,
-    relative_change,
-)
-from spmi.reports.asm_markdown import RenderOptions, example_diff_text, render_long, render_short
 from spmi.reports.asm_model import (
-    Aggregate,
     AsmDiffsSummary,
-    AssertGroup,
-    AssertInstance,
-    CollectionAggregates,
-    CollectionReport,
-    DiffListStats,
-    ExampleDiff,
-    JitOptions,
     MergedSummary,
-    ReplayStatus,
-    combine_partitions,
 )
 from spmi.reports.asm_overall import (
-    FILE_LIMIT_BYTES,
-    SHORT_LIMIT_CHARS,
     render_long_within,
     render_overall,
     render_short_within,
@@ -90,13 +67,3 @@ def read_json_summaries(paths: Iterable[Path]) -> List[AsmDiffsSummary]:
             raise SuiteError(f"cannot read the JSON summary {path}: {exc.strerror}") from None
         summaries.append(AsmDiffsSummary.from_json(text, str(path)))
     return summaries
-
-
-__all__ = [
-    "Aggregate", "AsmDiffsSummary", "AssertGroup", "AssertInstance", "CollectionAggregates", "CollectionReport",
-    "ContextPick", "DiffListStats", "ExampleDiff", "FILE_LIMIT_BYTES", "JitOptions", "MergedSummary",
-    "RenderOptions", "ReplayStatus", "SHORT_LIMIT_CHARS", "aggregate_table", "combine_partitions", "diff_list",
-    "example_diff_text", "example_from_row", "listing_title", "merge_summaries", "pick_contexts", "pick_metric",
-    "read_json_summaries", "relative_change", "render_long", "render_long_summary", "render_long_within",
-    "render_overall", "render_short", "render_short_summary", "render_short_within", "as_summary",
-]
