@@ -5,7 +5,9 @@ aggregated and contexts are picked (`asmdiffs_report`); listings of the picked
 contexts are generated in batches (`dasm_gen`) into a new
 `asm.[<tag>.]<mch base>[.N]/base|diff/`; jit-analyze (the real one on PATH, else
 `jitanalyze.py`) writes `summary.md`; example diffs come from `git diff`. At the
-end `diff_summary[.N].md` and `diff_short_summary[.N].md` (or `.json`).
+end `diff_summary[.N].md` and `diff_short_summary[.N].md` (or `.json`), and beside them
+the HTML diff explorer `diff_report[.N].html` (every context with diffs, the listings;
+`--no_html` skips it).
 
 Exit 0 when every replay was clean (diffs and missing data are not failures),
 1 when any failed, with the reason in one line.
@@ -24,11 +26,11 @@ from spmi.analyzer import cli as analyzer_cli
 from spmi.base import config, fsutil, platforms, runner
 from spmi.base.errors import SuiteError
 from spmi.formats import details
-from spmi.reports import asm_analysis, asm_markdown, asm_model, asm_overall
+from spmi.reports import asm_analysis, asm_markdown, asm_model, asm_overall, html_build
 from spmi.reports.asm_model import IMPROVEMENT, REGRESSION
 from spmi.sources import baseline, mch_sources
 from spmi.steps import asmdiffs_steps as steps
-from spmi.steps import jit_pair, outputs, replay_steps
+from spmi.steps import html_step, jit_pair, outputs, replay_steps
 from spmi.steps.replay_steps import CollectionOutcome
 from spmi.tools import dasm_gen, jit_build, superpmi_tool
 from spmi.tools.superpmi_tool import JitPairOptions, RunOptions
@@ -61,6 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("-tag", help="name part for the asm/jitdump/repro directories")
     group.add_argument("--summary_as_json", action="store_true",
                        help="write diff_summary.json (for `summarize`) instead of markdown")
+    group.add_argument("--no_html", action="store_true",
+                       help="do not write the HTML diff explorer diff_report.html beside the summary")
     baseline.add_baseline_options(parser)
     superpmi_tool.add_run_options(parser)
     mch_sources.add_collection_options(parser)
@@ -80,13 +84,15 @@ class AsmdiffsFlags:
     git_diff: bool = False
     tag: Optional[str] = None
     summary_as_json: bool = False
+    html: bool = True
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "AsmdiffsFlags":
         return cls(metrics=tuple(steps.parse_metrics(getattr(args, "metrics", None))),
                    align_loops=bool(args.alignloops), gcinfo=bool(args.gcinfo), debuginfo=bool(args.debuginfo),
                    diff_jit_dump=bool(args.diff_jit_dump), diff_with_release=bool(args.diff_with_release),
-                   git_diff=bool(args.git_diff), tag=args.tag, summary_as_json=bool(args.summary_as_json))
+                   git_diff=bool(args.git_diff), tag=args.tag, summary_as_json=bool(args.summary_as_json),
+                   html=not getattr(args, "no_html", False))
 
 
 @dataclass
@@ -160,7 +166,12 @@ def run_asmdiffs(args: argparse.Namespace) -> int:
             work.mkdir()
             results.append(diff_collection(job, mch, work))
         summary_files = [] if flags.diff_with_release else write_summaries(job, results, collections)
+        if summary_files and flags.html:
+            summary_files.append(write_html_report(job, results, collections, summary_files[0]))
     return finish(results, summary_files)
+
+
+OUTPUT_KINDS = {".md": "Summary Markdown file", ".json": "Summary JSON file", ".html": "HTML diff report"}
 
 
 def finish(results: Sequence[CollectionDiff], summary_files: Sequence[Path]) -> int:
@@ -172,7 +183,7 @@ def finish(results: Sequence[CollectionDiff], summary_files: Sequence[Path]) -> 
     log.info("")
     log.info("Asm diffs summary:")
     for path in summary_files:
-        log.info("  Summary Markdown file: %s" if path.suffix == ".md" else "  Summary JSON file: %s", path)
+        log.info("  %s: %s", OUTPUT_KINDS.get(path.suffix, "Summary file"), path)
     failed = [r for r in results if r.failed]
     if failed:
         log.info("  Replay failures in %d MCH files:", len(failed))
@@ -418,7 +429,8 @@ def collection_report(job: Job, result: CollectionDiff) -> "asm_model.Collection
     return asm_model.CollectionReport(name=result.mch.name,
                                    aggregates=result.aggregates or asm_model.CollectionAggregates(),
                                    examples=list(result.examples), jit_analyze_markdown=result.analyze_markdown,
-                                   status=status, asserts=groups, repro_commands=failure_repro_commands(job, result))
+                                   status=status, asserts=groups, repro_commands=failure_repro_commands(job, result),
+                                   diff_rows=html_build.diff_rows_of(result.table) if result.table else asm_model.DiffRows())
 
 
 def failure_repro_commands(job: Job, result: CollectionDiff) -> List[str]:
@@ -480,3 +492,25 @@ def write_summaries(job: Job, results: Sequence[CollectionDiff], collections: Se
     fsutil.atomic_write_text(long_path, asm_overall.render_long_within(summary))
     fsutil.atomic_write_text(short_path, asm_overall.render_short_within(summary))
     return [long_path, short_path]
+
+
+# ---------------------------------------------------------------- the HTML diff explorer
+
+def write_html_report(job: Job, results: Sequence[CollectionDiff], collections: Sequence[Path],
+                      summary_path: Path) -> Path:
+    """`diff_report[.N].html` beside the summary: every context with diffs, the listings of the picked ones."""
+    budget = html_step.ListingBudget()
+    env = dasm_gen.listing_env(job.flags.gcinfo, job.flags.debuginfo)
+    listings = []
+    for result in results:
+        if result.asm_dir is None:
+            continue
+
+        def repro(context: int, mch: Path = result.mch) -> str:
+            return steps.example_superpmi_command(
+                job.superpmi, job.diff_jit, mch, context, job.settings.arch, job.settings.target_arch,
+                job.options.altjit, job.jit_options.forced, job.jit_options.side("diff"), env, job.settings.host_os)
+
+        listings += html_step.read_listings(result.mch.name, result.asm_dir, repro, budget)
+    report = html_build.report_from_summary(build_summary(job, results, collections), listings)
+    return html_step.write_report(report, html_step.report_path(summary_path), budget)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Type, TypeVar
 
@@ -194,6 +195,46 @@ class ExampleDiff:
 
 
 @dataclass
+class DiffRows:
+    """Every context with diffs of a collection (the diff list, §12.9), column-wise.
+
+    Position i of each list describes one context; the JSON summary writes each
+    list on one line. Summaries written before these rows existed read as empty.
+    """
+
+    context: List[int] = field(default_factory=list)
+    method: List[str] = field(default_factory=list)
+    tier: List[str] = field(default_factory=list)
+    minopts: List[bool] = field(default_factory=list)
+    base_bytes: List[int] = field(default_factory=list)
+    diff_bytes: List[int] = field(default_factory=list)
+    base_perfscore: List[float] = field(default_factory=list)
+    diff_perfscore: List[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        """Columns of one length and of their types (JSON from elsewhere is checked here)."""
+        kinds = {"context": (int,), "method": (str,), "tier": (str,), "minopts": (bool,), "base_bytes": (int,),
+                 "diff_bytes": (int,), "base_perfscore": (int, float), "diff_perfscore": (int, float)}
+        length = len(self.context) if isinstance(self.context, list) else -1
+        for name, types in kinds.items():
+            column = getattr(self, name)
+            if not isinstance(column, list) or len(column) != length:
+                raise ValueError(f"diff_rows.{name} must be a list as long as diff_rows.context")
+            if not all(isinstance(value, types) and (bool not in types or type(value) is bool) for value in column):
+                raise ValueError(f"diff_rows.{name} holds a value that is not {types[0].__name__}")
+
+    def __len__(self) -> int:
+        return len(self.context)
+
+    def append(self, context: int, method: str, tier: str, minopts: bool, base_bytes: int, diff_bytes: int,
+               base_perfscore: float, diff_perfscore: float) -> None:
+        for name, value in (("context", context), ("method", method), ("tier", tier), ("minopts", minopts),
+                            ("base_bytes", base_bytes), ("diff_bytes", diff_bytes),
+                            ("base_perfscore", base_perfscore), ("diff_perfscore", diff_perfscore)):
+            getattr(self, name).append(value)
+
+
+@dataclass
 class CollectionReport:
     """Everything about one collection (`name` is the .mch file name)."""
 
@@ -204,6 +245,7 @@ class CollectionReport:
     status: ReplayStatus = field(default_factory=ReplayStatus)
     asserts: List[AssertGroup] = field(default_factory=list)
     repro_commands: List[str] = field(default_factory=list)  # reproduce the failures
+    diff_rows: DiffRows = field(default_factory=DiffRows)
 
     @property
     def has_diffs(self) -> bool:
@@ -274,7 +316,20 @@ class AsmDiffsSummary:
         return any(collection.has_problems for collection in self.collections)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_document(), indent=1, ensure_ascii=False) + "\n"
+        """Indented JSON; each column of the diff rows on one line (they can be 100,000s of values)."""
+        document = self.to_document()
+        nonce = uuid.uuid4().hex
+        columns: Dict[str, List[Any]] = {}
+        for index, collection in enumerate(document["summary"]["collections"]):
+            rows = collection.get("diff_rows") or {}
+            for name in list(rows):
+                marker = f"{nonce}:{index}:{name}"
+                columns[marker] = rows[name]
+                rows[name] = marker
+        text = json.dumps(document, indent=1, ensure_ascii=False)
+        for marker, column in columns.items():
+            text = text.replace(json.dumps(marker), json.dumps(column, ensure_ascii=False, separators=(",", ":")), 1)
+        return text + "\n"
 
     def to_document(self) -> Dict[str, Any]:
         """The JSON document as Python data (what `to_json` writes)."""
@@ -368,6 +423,7 @@ def _register_nested() -> None:
         (CollectionReport, "examples"): (ExampleDiff, True),
         (CollectionReport, "status"): (ReplayStatus, False),
         (CollectionReport, "asserts"): (AssertGroup, True),
+        (CollectionReport, "diff_rows"): (DiffRows, False),
         (AsmDiffsSummary, "jit_options"): (JitOptions, False),
         (AsmDiffsSummary, "collections"): (CollectionReport, True),
     })
@@ -398,7 +454,7 @@ _register_nested()
 
 __all__ = [
     "Aggregate", "AsmDiffsSummary", "AssertGroup", "AssertInstance", "CollectionAggregates",
-    "CollectionReport", "DiffListStats", "ExampleDiff", "FORMAT_VERSION", "FULLOPTS", "IMPROVEMENT",
+    "CollectionReport", "DiffListStats", "DiffRows", "ExampleDiff", "FORMAT_VERSION", "FULLOPTS", "IMPROVEMENT",
     "JitOptions", "MINOPTS", "MergedSummary", "OVERALL", "REGRESSION", "ROW_NAMES", "ReplayStatus",
     "combine_partitions", "merge_summaries",
 ]

@@ -1,0 +1,114 @@
+"""What the HTML diff explorer shows, taken from asmdiffs' own records (docs/contracts.md §12.9, §12.13).
+
+Pure: `diff_rows_of` keeps a collection's diff list (every context with diffs)
+compactly for the summary; `report_from_summary` / `report_from_merged` turn one
+run's summary, or the merged summaries of several runs, into an `HtmlReport`
+(listings, which need files, are passed in by the caller).
+"""
+from __future__ import annotations
+
+from typing import List, Sequence
+
+from spmi.formats.details import CODE_BYTES, PERFSCORE, DetailsTable
+from spmi.reports.asm_analysis import diff_list
+from spmi.reports.asm_model import AsmDiffsSummary, CollectionReport, DiffRows, MergedSummary
+from spmi.reports.html_report import CollectionCounts, DiffRow, Failure, HtmlReport, Listing, ReportHeader
+
+#: Failing-context commands shown with one failure entry.
+REPRO_COMMANDS_SHOWN = 5
+
+
+def diff_rows_of(table: DetailsTable) -> DiffRows:
+    """The diff list of a details table (both JITs succeeded, a difference found), by context."""
+    rows = DiffRows()
+    for row in diff_list(table):
+        rows.append(row.context, row.method_name, row.tier, bool(row.minopts), int(row.base(CODE_BYTES)),
+                    int(row.diff(CODE_BYTES)), float(row.base(PERFSCORE)), float(row.diff(PERFSCORE)))
+    return rows
+
+
+def html_rows(label: str, rows: DiffRows) -> List[DiffRow]:
+    return [DiffRow(label, rows.context[i], rows.method[i], rows.tier[i], rows.minopts[i], rows.base_bytes[i],
+                    rows.diff_bytes[i], rows.base_perfscore[i], rows.diff_perfscore[i]) for i in range(len(rows))]
+
+
+def collection_counts(label: str, collection: CollectionReport) -> CollectionCounts:
+    """Contexts compared, with diffs, MISSING (the larger of the side counts) and failed compiles."""
+    overall = collection.aggregates.overall
+    missing = max(collection.status.missing_contexts, overall.base_misses, overall.diff_misses)
+    failures = max(overall.base_failures, overall.diff_failures, collection.assert_count)
+    if collection.status.failed and not failures:
+        failures = 1
+    return CollectionCounts(label, overall.diffed_contexts, overall.contexts_with_diffs, missing, failures)
+
+
+def collection_failures(label: str, collection: CollectionReport) -> List[Failure]:
+    """Replay failure, no data, assert groups and MISSING contexts, each with the repro commands."""
+    repro = "\n".join(collection.repro_commands[:REPRO_COMMANDS_SHOWN])
+    status = collection.status
+    found: List[Failure] = []
+    if status.failed:
+        found.append(Failure(label, "replay failed", status.reason or "superpmi failed", 1,
+                             "" if collection.asserts else repro))
+    if status.no_data:
+        found.append(Failure(label, "no data", "superpmi wrote no details: nothing was compared"))
+    for group in collection.asserts:
+        contexts = ", ".join(str(instance.context) for instance in group.instances)
+        text = group.key + (f"\ncontexts: {contexts}" if contexts else "")
+        found.append(Failure(label, "assert", text, group.count, repro))
+        repro = ""  # once per collection
+    missing = collection_counts(label, collection).missing
+    if missing:
+        found.append(Failure(label, "MISSING", f"{missing:,} contexts lack data the JIT asked for", missing))
+    return found
+
+
+def header_of(summary: AsmDiffsSummary, collections: Sequence[str]) -> ReportHeader:
+    return ReportHeader(summary.target_os, summary.target_arch, summary.host_os, summary.host_arch,
+                        summary.base_jit_path, summary.diff_jit_path, summary.baseline,
+                        list(summary.jit_options.base_options), list(summary.jit_options.diff_options),
+                        list(collections), summary.repro_command)
+
+
+def _fill(report: HtmlReport, summary: AsmDiffsSummary, prefix: str) -> None:
+    for collection in summary.collections:
+        label = prefix + collection.name
+        report.counts.append(collection_counts(label, collection))
+        report.failures.extend(collection_failures(label, collection))
+        report.rows.extend(html_rows(label, collection.diff_rows))
+
+
+def report_from_summary(summary: AsmDiffsSummary, listings: Sequence[Listing] = ()) -> HtmlReport:
+    """One run: the collections under their own names; `listings` name them the same way."""
+    report = HtmlReport(header_of(summary, [c.name for c in summary.collections]), listings=list(listings))
+    _fill(report, summary, "")
+    return report
+
+
+def _joined(values: Sequence[str]) -> str:
+    return "; ".join(dict.fromkeys(v for v in values if v))
+
+
+def report_from_merged(merged: MergedSummary) -> HtmlReport:
+    """Several runs: one target keeps plain collection names; several targets prefix `<os> <arch>: `."""
+    platforms = merged.platforms
+    if len(platforms) == 1:
+        return report_from_summary(platforms[0])
+    prefixes = [f"{summary.platform}: " for summary in platforms]
+    first = platforms[0]
+    header = header_of(first, [p + c.name for p, s in zip(prefixes, platforms) for c in s.collections])
+    header.target_os = " + ".join(summary.platform for summary in platforms)
+    header.target_arch = f"({len(platforms)} targets)"
+    header.host_os, header.host_arch = _joined([f"{s.host_os} {s.host_arch}".strip() for s in platforms]), ""
+    header.base_jit_path = _joined([s.base_jit_path for s in platforms])
+    header.diff_jit_path = _joined([s.diff_jit_path for s in platforms])
+    header.baseline = _joined([s.baseline for s in platforms])
+    header.repro_command = "\n".join(dict.fromkeys(s.repro_command for s in platforms if s.repro_command))
+    report = HtmlReport(header)
+    for prefix, summary in zip(prefixes, platforms):
+        _fill(report, summary, prefix)
+    return report
+
+
+__all__ = ["collection_counts", "collection_failures", "diff_rows_of", "html_rows", "report_from_merged",
+           "report_from_summary"]
