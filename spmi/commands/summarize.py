@@ -6,7 +6,9 @@ long and short markdown exactly as a single run would. Without an output path th
 go to `spmi_location` under the usual unique names (`<prefix>_summary[.N].md`,
 `<prefix>_short_summary[.N].md`); with one, the short file sits next to it
 (`…_summary…` → `…_short_summary…`, else `<stem>_short<ext>`) unless
-`-output_short_summary_path` says otherwise.
+`-output_short_summary_path` says otherwise. For asmdiffs, `-output_html_path f` also
+writes the merged HTML diff explorer (every context with diffs the summaries carry;
+listings stay with the runs that made them).
 """
 from __future__ import annotations
 
@@ -19,10 +21,11 @@ from typing import Any, Dict, List, Sequence, Tuple
 from spmi.base import config, fsutil
 from spmi.base.errors import SuiteError
 from spmi.formats import details
+from spmi.reports import html_build
 from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
 from spmi.reports import summaries as asm_summaries
-from spmi.steps import outputs
+from spmi.steps import html_step, outputs
 
 log = logging.getLogger("superpmi")
 
@@ -43,6 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="long markdown summary (default: a new <type>_summary.md in spmi_location)")
     parser.add_argument("-output_short_summary_path", metavar="FILE",
                         help="short markdown summary (default: next to the long one)")
+    parser.add_argument("-output_html_path", metavar="FILE",
+                        help="asmdiffs only: also write the merged HTML diff explorer to FILE")
     parser.set_defaults(func=run_summarize)
 
 
@@ -93,8 +98,8 @@ def render_metric(run: model.MetricDiffRun) -> Tuple[str, str]:
             report.render(run, False, details.metric_direction))
 
 
-def render_asmdiffs(documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> Tuple[str, str]:
-    """Merge and render asmdiffs JSON summaries with `asmdiffs_report`'s own merge and renderers."""
+def merge_asmdiffs(documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> "asm_summaries.MergedSummary":
+    """Merge asmdiffs JSON summaries (one entry per target, partitions combined)."""
     summaries = []
     for path, data in documents:
         found = data.get("summary_type", data.get("kind"))
@@ -104,7 +109,11 @@ def render_asmdiffs(documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> Tuple[s
             summaries.append(asm_summaries.as_summary(data, str(path)))
         except (ValueError, KeyError, TypeError) as exc:
             raise SuiteError(f"summary '{path}' is not an asmdiffs summary ({exc})") from None
-    merged = asm_summaries.merge_summaries(summaries)
+    return asm_summaries.merge_summaries(summaries)
+
+
+def render_asmdiffs(merged: "asm_summaries.MergedSummary") -> Tuple[str, str]:
+    """The long and short markdown of merged asmdiffs summaries, as a single run renders them."""
     return asm_summaries.render_long_summary(merged), asm_summaries.render_short_summary(merged)
 
 
@@ -125,9 +134,12 @@ def output_paths(args: argparse.Namespace, kind: str) -> Tuple[Path, Path]:
 
 def run_summarize(args: argparse.Namespace) -> int:
     kind = args.summary_type
+    if args.output_html_path and kind != "asmdiffs":
+        raise SuiteError(f"-output_html_path is for asmdiffs summaries, not {kind}; leave it out")
     documents = [(Path(p), load_json(Path(p))) for p in args.summaries]
-    if kind == "asmdiffs":
-        long_text, short_text = render_asmdiffs(documents)
+    merged = merge_asmdiffs(documents) if kind == "asmdiffs" else None
+    if merged is not None:
+        long_text, short_text = render_asmdiffs(merged)
     else:
         long_text, short_text = render_metric(merge_metric_summaries(kind, documents))
     long_path, short_path = output_paths(args, kind)
@@ -135,6 +147,12 @@ def run_summarize(args: argparse.Namespace) -> int:
     fsutil.atomic_write_text(short_path, short_text)
     print(f"Wrote {long_path}")
     print(f"Wrote {short_path}")
+    if args.output_html_path and merged is not None:
+        html_path = Path(args.output_html_path).resolve()
+        if html_path.is_dir():
+            raise SuiteError(f"-output_html_path '{args.output_html_path}' is a directory; give a file name")
+        html_step.write_report(html_build.report_from_merged(merged), html_path)
+        print(f"Wrote {html_path}")
     return 0
 
 
