@@ -41,6 +41,7 @@ if command == "asmdiffs":
         (spmi / "asm.libraries.pmi" / "base").mkdir(parents=True, exist_ok=True)
         (spmi / "asm.libraries.pmi" / "base" / "12.dasm").write_text("; base listing\n")
         (spmi / "diff_summary.json").write_text(json.dumps({"fake": True, "scenario": scenario}))
+        (spmi / "diff_report.html").write_text("<!DOCTYPE html><title>report of " + scenario + "</title>")
     if scenario == "assert":
         print("============================== Assertions:")
         print("=== Assertion #1/1 (count: 3): interval->isActive (/runtime/src/coreclr/jit/lsra.cpp:8124)")
@@ -114,6 +115,7 @@ def test_clean_run_leaves_every_declared_file(tmp_path: Path) -> None:
         assert (upload / name).is_file(), name
     assert (upload / "superpmi_asmdiffs_summary_linux_arm64.md").read_text() == "summary of diffs\n"
     assert json.loads((upload / "superpmi_asmdiffs_summary_linux_arm64.json").read_text())["fake"] is True
+    assert "report of diffs" in (upload / "superpmi_asmdiffs_report_linux_arm64.html").read_text()
     with zipfile.ZipFile(upload / "Asmdiffs_linux_arm64.zip") as archive:
         assert archive.namelist() == ["asm.libraries.pmi/base/12.dasm"]
     download, asmdiffs, summarize = result["calls"]
@@ -164,12 +166,13 @@ def test_no_diffs_zip_and_failed_download_placeholders(tmp_path: Path) -> None:
     assert failed["proc"].returncode == 1
     assert [c[0] for c in failed["calls"]] == ["download"]
     for name in ("superpmi_asmdiffs_summary_linux_arm64.md", "superpmi_asmdiffs_summary_linux_arm64.json",
-                 "superpmi_asmdiffs_linux_arm64.log"):
+                 "superpmi_asmdiffs_linux_arm64.log", "superpmi_asmdiffs_report_linux_arm64.html"):
         assert (upload / name).read_text() == "<empty>"
     status = json.loads((upload / "superpmi_status_linux_arm64.json").read_text())
     assert sorted(status["placeholders"]) == sorted(["superpmi_asmdiffs_summary_linux_arm64.md",
                                                      "superpmi_asmdiffs_summary_linux_arm64.json",
-                                                     "superpmi_asmdiffs_linux_arm64.log"])
+                                                     "superpmi_asmdiffs_linux_arm64.log",
+                                                     "superpmi_asmdiffs_report_linux_arm64.html"])
 
 
 def test_all_types_release_jits_pin_and_the_memory_gate(tmp_path: Path) -> None:

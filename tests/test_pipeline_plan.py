@@ -53,7 +53,8 @@ def test_declared_results_per_type() -> None:
     names = pipeline.declared_results(partition, pipeline.expand_types("asmdiffs"))
     assert names == ["superpmi_download_linux_arm.log", "superpmi_status_linux_arm.json",
                      "superpmi_asmdiffs_linux_arm.log", "superpmi_asmdiffs_summary_linux_arm.md",
-                     "superpmi_asmdiffs_summary_linux_arm.json", "Asmdiffs_linux_arm.zip"]
+                     "superpmi_asmdiffs_summary_linux_arm.json", "superpmi_asmdiffs_report_linux_arm.html",
+                     "Asmdiffs_linux_arm.zip"]
     everything = pipeline.declared_results(partition, pipeline.expand_types("all"))
     assert "superpmi_tpdiff_summary_linux_arm.md" in everything
     assert "superpmi_memdiff_summary_linux_arm.json" in everything

@@ -123,11 +123,12 @@ class DiffType:
     wants_dasm_zip: bool
     uses_pin: bool = False   # runs under PIN: the payload carries the PIN package
     gate_exit: int = 0       # superpmi.py exit code meaning "a gate was crossed" (0: no gate)
+    html_report: bool = False  # superpmi.py writes <spmi_prefix>_report[.N].html beside the summary
 
 
 DIFF_TYPES: Dict[str, DiffType] = {
     "asmdiffs": DiffType("asmdiffs", "checked", "diff", 1, "ASM diffs generated on {platform} {arch}", "",
-                         "No asmdiffs found", True),
+                         "No asmdiffs found", True, html_report=True),
     "tpdiff": DiffType("tpdiff", "release", "tpdiff", 2, "Throughput impact on {platform} {arch}",
                        "The following shows the impact on throughput in terms of number of instructions executed "
                        "inside the JIT. Negative percentages/lower numbers are better.",
@@ -194,6 +195,21 @@ def dasm_zip_name(target_os: str, target_arch: str) -> str:
     return f"Asmdiffs_{target_os}_{target_arch}.zip"
 
 
+def html_report_name(type_name: str, target_os: str, target_arch: str) -> str:
+    """The HTML diff explorer of a work item (suite extension)."""
+    return f"superpmi_{type_name}_report_{target_os}_{target_arch}.html"
+
+
+def azdo_results_artifact(partition: Partition) -> str:
+    """The AzDO pipeline artifact holding a partition's result files."""
+    return f"SuperPMI_Asmdiffs_{partition.target_os}_{partition.target_arch}"
+
+
+def github_results_artifact(host_arch: str, partition: Partition) -> str:
+    """The GitHub workflow artifact holding a partition's result files (its upload folder)."""
+    return f"results-{host_arch}-{partition.name}"
+
+
 def declared_results(partition: Partition, types: Sequence[DiffType]) -> List[str]:
     """The files a work item MUST leave in its upload root (Helix downloads them)."""
     os_name, arch = partition.target_os, partition.target_arch
@@ -202,6 +218,8 @@ def declared_results(partition: Partition, types: Sequence[DiffType]) -> List[st
         names += [type_log_name(diff_type.name, os_name, arch),
                   summary_md_name(diff_type.name, os_name, arch),
                   summary_json_name(diff_type.name, os_name, arch)]
+        if diff_type.html_report:
+            names.append(html_report_name(diff_type.name, os_name, arch))
     if any(t.wants_dasm_zip for t in types):
         names.append(dasm_zip_name(os_name, arch))
     return names
@@ -215,6 +233,7 @@ def overall_summary_name(type_name: str, platform: str, arch: str, short: bool =
 
 
 _RESULT_NAME_RE = re.compile(r"^superpmi_(asmdiffs|tpdiff|memdiff)_summary_(.*)_(.*)\.(md|json)$", re.IGNORECASE)
+_REPORT_NAME_RE = re.compile(r"^superpmi_(asmdiffs|tpdiff|memdiff)_report_(.*)_(.*)\.html$", re.IGNORECASE)
 _STATUS_NAME_RE = re.compile(r"^superpmi_status_(.*)_(.*)\.json$", re.IGNORECASE)
 
 
@@ -233,6 +252,14 @@ def parse_result_name(file_name: str) -> Optional[ResultName]:
         return None
     return ResultName(match.group(1).lower(), normalize_os_label(match.group(2)), match.group(3).lower(),
                       match.group(4).lower())
+
+
+def parse_report_name(file_name: str) -> Optional[ResultName]:
+    """Read an HTML report's file name (as `parse_result_name`)."""
+    match = _REPORT_NAME_RE.match(file_name)
+    if not match:
+        return None
+    return ResultName(match.group(1).lower(), normalize_os_label(match.group(2)), match.group(3).lower(), "html")
 
 
 def parse_status_name(file_name: str) -> Optional[Tuple[str, str]]:

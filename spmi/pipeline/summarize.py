@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from urllib.parse import quote
 
 from spmi.base import cioutput, fsutil, platforms
 from spmi.base.errors import SuiteError
@@ -35,6 +36,7 @@ class PlatformFiles:
     markdown: Optional[Path] = None
     summary_json: Optional[Path] = None
     status: Optional[Path] = None
+    html: Optional[Path] = None
 
 
 def gather_files(directory: Path, type_name: str) -> Dict[Tuple[str, str], PlatformFiles]:
@@ -50,6 +52,12 @@ def gather_files(directory: Path, type_name: str) -> Dict[Tuple[str, str], Platf
                 setattr(entry, attribute, path)
             else:
                 log.warning("Warning: ignoring %s; already have %s", path, getattr(entry, attribute))
+            continue
+        report = pipeline.parse_report_name(path.name)
+        if report is not None and report.type_name == type_name:
+            entry = found.setdefault((report.target_os, report.target_arch), PlatformFiles(report.target_os,
+                                                                                           report.target_arch))
+            entry.html = entry.html or path
             continue
         status = pipeline.parse_status_name(path.name)
         if status is not None:
@@ -71,6 +79,43 @@ def read_text(path: Optional[Path]) -> Optional[str]:
     return None if pipeline.is_placeholder(text) else text
 
 
+def is_report(path: Path) -> bool:
+    """A real HTML report, not the `<empty>` placeholder."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(64)
+    except OSError as exc:
+        log.warning("Warning: cannot read %s: %s", path, exc.strerror)
+        return False
+    return bool(head) and not pipeline.is_placeholder(head.decode("utf-8", errors="replace"))
+
+
+def report_links(states: Sequence["PlatformState"], host_arch: str, github: bool) -> List[md.ReportLink]:
+    """The HTML reports of the known partitions, named by the artifact that carries them."""
+    links = []
+    for state in states:
+        partition = pipeline.partition_for_target(state.target_os, state.target_arch)
+        if state.html_report and partition is not None:
+            artifact = (pipeline.github_results_artifact(host_arch, partition) if github
+                        else pipeline.azdo_results_artifact(partition))
+            links.append(md.ReportLink(state.label, state.html_report, artifact))
+    return links
+
+
+def artifacts_url(environ: Mapping[str, str], github: bool) -> str:
+    """The run page listing the artifacts ('' when the CI variables are not there)."""
+    if github:
+        parts = [environ.get(name, "") for name in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")]
+        if not all(parts):
+            return ""
+        return f"{quote(parts[0].rstrip('/'), safe=':/')}/{quote(parts[1])}/actions/runs/{quote(parts[2])}#artifacts"
+    parts = [environ.get(name, "") for name in ("SYSTEM_COLLECTIONURI", "SYSTEM_TEAMPROJECT", "BUILD_BUILDID")]
+    if not all(parts):
+        return ""
+    return (f"{quote(parts[0].rstrip('/'), safe=':/')}/{quote(parts[1])}/_build/results?buildId={quote(parts[2])}"
+            "&view=artifacts")
+
+
 @dataclass
 class PlatformState:
     """What one work item left, and what went wrong in the pipeline (not the replay)."""
@@ -83,6 +128,7 @@ class PlatformState:
     problems: List[str] = field(default_factory=list)
     expected: bool = True
     type_name: str = ""      # the diff type summarized; '' = every step of the work item counts
+    html_report: str = ""    # file name of the HTML diff explorer the work item left ('' for none)
 
     @property
     def label(self) -> str:
@@ -159,6 +205,7 @@ def build_states(files: Mapping[Tuple[str, str], PlatformFiles], expected: Seque
         entry = files.get(key, PlatformFiles(*key))
         state = PlatformState(key[0], key[1], expected=key in expected, type_name=type_name)
         state.markdown = read_text(entry.markdown)
+        state.html_report = entry.html.name if entry.html is not None and is_report(entry.html) else ""
         status_text = read_text(entry.status)
         if status_text is not None:
             try:
@@ -230,12 +277,14 @@ def markdown_section(state: PlatformState) -> str:
     return f"## {state.label}\n\n" + details_block(f"{state.label} summary", body) + "\n---\n\n"
 
 
-def render_asmdiffs(states: Sequence[PlatformState], title: str, budget: int, short: bool, artifact: str) -> str:
-    """Box + `render_overall` of the platforms with JSON summaries + the other sections, within `budget`."""
+def render_asmdiffs(states: Sequence[PlatformState], title: str, budget: int, short: bool, artifact: str,
+                    reports: str = "") -> str:
+    """Box + `reports` (the HTML reports section) + `render_overall` of the platforms with JSON summaries
+    + the other sections, within `budget`."""
     with_summary = [s for s in states if s.summary is not None]
     markdown_only = [s for s in states if s.summary is None and s.markdown is not None]
     missing = [s for s in states if s.missing]
-    head = f"# {title}\n\n" + pipeline_box(states)
+    head = f"# {title}\n\n" + pipeline_box(states) + reports
     tail = "".join(markdown_section(s) for s in markdown_only) + "".join(missing_section(s) for s in missing)
     if not with_summary:
         nothing = DIFF_NOTHING["asmdiffs"] + "\n\n---\n\n"
@@ -304,8 +353,9 @@ def state_real_limit(text: str, label: str) -> str:
 
 
 def render_document(states: Sequence[PlatformState], diff_type: DiffType, platform: str, arch: str, short: bool,
-                    html_diffs: bool, artifact: str, limit: Optional[int] = None) -> str:
-    """The whole overall summary within its limit (bytes, or characters for --short)."""
+                    html_diffs: bool, artifact: str, limit: Optional[int] = None, reports: str = "") -> str:
+    """The whole overall summary within its limit (bytes, or characters for --short); `reports` is the
+    asmdiffs HTML reports section."""
     measure = md.char_size if short else md.utf8_size
     limit = limit if limit is not None else (SHORT_LIMIT_CHARS if short else FILE_LIMIT_BYTES)
     label = limit_label(limit, short)
@@ -313,7 +363,7 @@ def render_document(states: Sequence[PlatformState], diff_type: DiffType, platfo
     title = title_for(diff_type, platform, arch)
     if diff_type.name == "asmdiffs":
         def render(budget: int) -> str:
-            return state_real_limit(render_asmdiffs(states, title, budget - 1, short, artifact), label)
+            return state_real_limit(render_asmdiffs(states, title, budget - 1, short, artifact, reports), label)
         return fit_with_transform(render, limit, measure, transform)
     return render_metric_type(states, diff_type, title, limit - 1, short, artifact, transform)
 
@@ -384,7 +434,13 @@ def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: st
     states = build_states(gather_files(directory, diff_type.name), expected_platforms(arch), load_summary,
                           diff_type.name)
     artifact = args.artifact_name or DEFAULT_ARTIFACT
-    text = render_document(states, diff_type, platform, arch, args.short, html_diffs=True, artifact=artifact)
+    on_github = environ.get("GITHUB_ACTIONS") == "true" and not cioutput.running_under_azdo(environ)
+
+    def reports(github: bool) -> str:
+        return md.html_reports_section(report_links(states, arch, github), artifacts_url(environ, github))
+
+    text = render_document(states, diff_type, platform, arch, args.short, html_diffs=True, artifact=artifact,
+                           reports=reports(on_github))
     output = directory / pipeline.overall_summary_name(diff_type.name, platform, arch, short=args.short)
     fsutil.atomic_write_text(output, text)
     print(f"Writing {output}", file=sys.stderr, flush=True)
@@ -400,6 +456,7 @@ def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: st
         else:
             budget = min(room, SHORT_LIMIT_CHARS if args.short else FILE_LIMIT_BYTES)
             github_text = render_document(states, diff_type, platform, arch, args.short, html_diffs=False,
-                                          artifact=artifact, limit=budget if not args.short else min(budget, SHORT_LIMIT_CHARS))
+                                          artifact=artifact, limit=budget if not args.short else min(budget, SHORT_LIMIT_CHARS),
+                                          reports=reports(True))
             cioutput.append_github_step_summary(github_text, environ)
     sys.stdout.flush()

@@ -1,6 +1,6 @@
 """The Helix work item (`superpmi_asmdiffs.py`, docs/contracts.md §12.15): download the
 collections, run each diff type through `superpmi.py`, and leave summaries, logs, `.dasm`
-zips and a status document in the upload folder. Argument vectors are pure; steps do the I/O.
+zips, the asmdiffs HTML diff explorer and a status document in the upload folder. Argument vectors are pure; steps do the I/O.
 """
 from __future__ import annotations
 
@@ -219,15 +219,28 @@ def run_step(name: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str], 
 
 def remove_stale_summaries(spmi_location: Path, diff_type: DiffType) -> None:
     for pattern in (f"{diff_type.spmi_prefix}_summary*.json", f"{diff_type.spmi_prefix}_summary*.md",
-                    f"{diff_type.spmi_prefix}_short_summary*.md"):
+                    f"{diff_type.spmi_prefix}_short_summary*.md", f"{diff_type.spmi_prefix}_report*.html"):
         for stale in spmi_location.glob(pattern):
             log.debug("Removing stale %s", stale)
             stale.unlink()
 
 
-def newest_summary(spmi_location: Path, diff_type: DiffType, extension: str) -> Optional[Path]:
-    candidates = [p for p in spmi_location.glob(f"{diff_type.spmi_prefix}_summary*{extension}") if p.is_file()]
+def newest_summary(spmi_location: Path, diff_type: DiffType, extension: str, kind: str = "summary") -> Optional[Path]:
+    candidates = [p for p in spmi_location.glob(f"{diff_type.spmi_prefix}_{kind}*{extension}") if p.is_file()]
     return max(candidates, key=lambda p: p.stat().st_mtime) if candidates else None
+
+
+def upload_html_report(cfg: DriverConfig, diff_type: DiffType) -> Optional[Path]:
+    """Copy the HTML diff explorer the diff step wrote into the upload folder (None: there is none)."""
+    if not diff_type.html_report:
+        return None
+    report = newest_summary(cfg.spmi_location, diff_type, ".html", kind="report")
+    if report is None:
+        log.warning("Warning: superpmi.py %s wrote no HTML report", diff_type.name)
+        return None
+    target = cfg.upload / pipeline.html_report_name(diff_type.name, cfg.target_os, cfg.target_arch)
+    shutil.copyfile(report, target)
+    return target
 
 
 def missing_inputs(cfg: DriverConfig, diff_type: DiffType) -> List[str]:
@@ -271,6 +284,7 @@ def run_diff_type(cfg: DriverConfig, diff_type: DiffType, env: Mapping[str, str]
     shutil.copyfile(summary_json, upload_json)
     if diff_type.name == "asmdiffs":
         annotate_asmdiffs_summary(upload_json, cfg, read_baseline_hashes(cfg.base_jit_directory).get(diff_type.flavour))
+    upload_html_report(cfg, diff_type)
     upload_md = cfg.upload / pipeline.summary_md_name(diff_type.name, cfg.target_os, cfg.target_arch)
     render = run_step(f"{diff_type.name} markdown", render_argv(cfg, diff_type, upload_json, upload_md),
                       cfg.payload, env)

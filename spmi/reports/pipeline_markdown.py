@@ -1,8 +1,9 @@
 """Markdown helpers for the pipeline's overall summaries (docs/contracts.md §12.16, §12.18).
 
 Pure text functions: rewriting ` ```diff ` fences as coloured HTML for Azure DevOps,
-and fitting a document made of sections into a size budget by dropping whole
-detail sections (never the ones marked as kept) and saying what was cut.
+fitting a document made of sections into a size budget by dropping whole
+detail sections (never the ones marked as kept) and saying what was cut, and
+pointing at each platform's HTML diff explorer.
 """
 from __future__ import annotations
 
@@ -60,6 +61,35 @@ def diff_fences_to_html(markdown: str) -> str:
         out.append("```diff")
         out.extend(block)
     return "\n".join(out)
+
+
+# ---------------------------------------------------------------- HTML reports
+
+@dataclass(frozen=True)
+class ReportLink:
+    """Where a platform's HTML diff explorer is: its file name inside a pipeline artifact."""
+
+    platform: str       # "<os> <arch>"
+    file_name: str
+    artifact: str
+
+
+def _code(text: str) -> str:
+    """Inline code that stays one span (no backticks or line ends inside)."""
+    return "`" + " ".join(text.replace("`", "'").split()) + "`"
+
+
+def html_reports_section(links: Sequence[ReportLink], artifacts_url: str = "") -> str:
+    """A short list naming each platform's `.html` report and the artifact it is in ('' for none)."""
+    if not links:
+        return ""
+    where = f" ([artifacts of this run]({artifacts_url}))" if artifacts_url else ""
+    text = (f"**HTML diff explorer** of each platform: every context with diffs, sortable and filterable, with the "
+            f"listings of the disassembled ones. Download the artifact{where} and open the file in a browser "
+            "(it needs no network).\n\n")
+    text += "".join(f"* {link.platform}: {_code(link.file_name)} in the artifact {_code(link.artifact)}\n"
+                    for link in links)
+    return text + "\n"
 
 
 # ---------------------------------------------------------------- size budgets
