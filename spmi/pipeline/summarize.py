@@ -64,7 +64,7 @@ def gather_files(directory: Path, type_name: str) -> Dict[Tuple[str, str], Platf
             entry = found.setdefault(status, PlatformFiles(*status))
             if entry.status is None:
                 entry.status = path
-    return {k: v for k, v in found.items() if v.markdown or v.summary_json or v.status}
+    return {k: v for k, v in found.items() if v.markdown or v.summary_json or v.status or v.html}
 
 
 def read_text(path: Optional[Path]) -> Optional[str]:
