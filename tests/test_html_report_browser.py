@@ -12,6 +12,7 @@ import os
 import random
 import re
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, List
 
@@ -118,21 +119,28 @@ class Watched:
         page.route(re.compile(r"^(?!file:)"), lambda route: (self.blocked.append(route.request.url), route.abort()))
 
 
-@pytest.fixture
-def watched(browser_context, report_url, tmp_path) -> Iterator[Watched]:
+@contextmanager
+def watching(browser_context: Any, url: str, screenshot: Path) -> Iterator[Watched]:
+    """The page at `url`, ready; afterwards a screenshot and the checks that nothing else happened."""
     page = browser_context.new_page()
     seen = Watched(page)
-    page.goto(report_url)
+    page.goto(url)
     page.wait_for_selector("html[data-ready='1']")
     try:
         yield seen
-        page.screenshot(path=str(tmp_path / "screenshot.png"), full_page=False)
-        assert seen.requests == [report_url], "the page asked for something besides itself"
+        page.screenshot(path=str(screenshot), full_page=False)
+        assert seen.requests == [url], "the page asked for something besides itself"
         assert seen.blocked == [] and seen.dialogs == [] and seen.errors == []
         assert page.title() == "asmdiffs linux x64"
         assert page.evaluate("document.querySelectorAll('img, iframe, object, embed').length") == 0
     finally:
         page.close()
+
+
+@pytest.fixture
+def watched(browser_context, report_url, tmp_path) -> Iterator[Watched]:
+    with watching(browser_context, report_url, tmp_path / "screenshot.png") as seen:
+        yield seen
 
 
 def visible_rows(page: Any) -> List[List[str]]:
@@ -269,3 +277,48 @@ def test_arrow_keys_move_the_selection(watched):
     page.keyboard.press("ArrowUp")
     assert page.text_content("#d-title") == REPORT.rows[1].method
 
+
+
+# ---------------------------------------------------------------- a real asmdiffs report
+
+@pytest.fixture(scope="module")
+def asmdiffs_run(tmp_path_factory, sample_toolchain) -> Path:
+    """spmi_location of a real asmdiffs run on the sample toolchain (two collections)."""
+    from e2e_support import collection
+    from html_support import run_asmdiffs
+    spmi = tmp_path_factory.mktemp("asmdiffs_html")
+    mchs = [collection(sample_toolchain, name) for name in ("libraries.pmi", "benchmarks.run")]
+    proc = run_asmdiffs(sample_toolchain, spmi, mchs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return spmi
+
+
+def test_a_real_asmdiffs_report_opens_a_diff_on_click(browser_context, asmdiffs_run, tmp_path):
+    from html_support import page_rows
+    page_path = asmdiffs_run / "diff_report.html"
+    rows = page_rows(page_path.read_text(encoding="utf-8"))
+    with watching(browser_context, page_path.as_uri(), tmp_path / "screenshot.png") as seen:
+        page = seen.page
+        assert status(page).startswith(f"{len(rows)} of {len(rows)} contexts")
+        assert page.is_visible("#failures.ok")
+        assert "libraries.pmi.linux.x64.checked.mch" in page.text_content("#overview")
+        page.check("#f-listing")
+        listed = [i for i, row in enumerate(rows) if row[5]]
+        assert status(page).startswith(f"{len(listed)} of {len(rows)}")
+        sort_by(page, "delta")  # the largest improvement first
+        index = min(listed, key=lambda i: (rows[i][4] - rows[i][3], i))
+        assert visible_rows(page)[0][COLUMN["context"]] == str(rows[index][1])
+        page.click(f"#grid-body .row[data-row='{index}']")
+        collection_name, context = rows[index][0], rows[index][1]
+        asm_dir = asmdiffs_run / f"asm.{collection_name[:-4]}"
+        base = split_lines((asm_dir / "base" / f"{context}.dasm").read_text(encoding="utf-8"))
+        diff = split_lines((asm_dir / "diff" / f"{context}.dasm").read_text(encoding="utf-8"))
+        assert page.text_content("#d-title") == rows[index][2]
+        expected = list(difflib.unified_diff(base, diff, lineterm="", n=3))[2:]
+        shown = page.evaluate("Array.from(document.querySelectorAll('#d-text > span')).map(s => s.textContent)")
+        assert shown == expected and any(line.startswith("+") for line in shown)
+        assert f"-c {context} " in page.text_content("#d-repro") and collection_name in page.text_content("#d-repro")
+        page.click(".tabs button[data-view='new']")
+        assert page.evaluate("Array.from(document.querySelectorAll('#d-text > span')).map(s => s.textContent)") == diff
+        page.click(".tabs button[data-view='diff']")
+        page.locator("#detail").scroll_into_view_if_needed()
