@@ -18,8 +18,17 @@ from typing import Any, Iterator, List
 
 import pytest
 
-from spmi.reports.html_report import (CollectionCounts, DiffRow, Failure, HtmlReport, Listing, ReportHeader,
-                                      signed, split_lines, write_html)
+from spmi.reports.html_report import (
+    CollectionCounts,
+    DiffRow,
+    Failure,
+    HtmlReport,
+    Listing,
+    ReportHeader,
+    signed,
+    split_lines,
+    write_html,
+)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 from e2e_support import collection
 from html_support import REPO, csv_diff_rows, dasm_pairs, page_rows, report_data, run_asmdiffs
 
 from spmi.steps import html_step
+
 
 def test_asmdiffs_report_holds_every_diff_row_of_the_csv_and_the_listings(sample_toolchain, tmp_path):
     from sample.collection import make_collection
