@@ -221,6 +221,32 @@ def test_x86_missing_platform_and_placeholders(runs) -> None:
         assert "MISSING" in box and "download failed" in box
 
 
+def test_each_work_item_uploads_its_html_report_and_the_overall_summary_names_it(runs) -> None:
+    from html_support import page_rows
+    for arch in ("x64", "x86"):
+        run = runs[arch]
+        overall, github = run.overall, run.github_summary.read_text(encoding="utf-8")
+        head = overall[overall.index("**HTML diff explorer** of each platform"):]
+        assert overall.index("**HTML diff explorer**") > overall.index("\n## "), "problems and impact come first"
+        for partition in pipeline.partitions_for_host(arch):
+            name = pipeline.html_report_name("asmdiffs", partition.target_os, partition.target_arch)
+            page = (run.results / partition.name / name).read_text(encoding="utf-8")
+            line = f"* {partition.target_os} {partition.target_arch}: `{name}` in the artifact "
+            if partition.name == "linux-arm":  # its work item could not download: a placeholder, not linked
+                assert page == "<empty>" and line not in overall
+                continue
+            assert page.startswith("<!DOCTYPE html>")
+            summary = json.loads((run.results / partition.name / pipeline.summary_json_name(
+                "asmdiffs", partition.target_os, partition.target_arch)).read_text(encoding="utf-8"))
+            rows = page_rows(page)
+            carried = sum(len(c["diff_rows"]["context"]) for c in summary["summary"]["collections"])
+            assert len(rows) == carried
+            assert (len(rows) == 0) == (partition.name == "linux-x64"), partition.name  # linux x64: no diffs
+            assert any(row[5] for row in rows) == (len(rows) > 0)
+            assert line + f"`{pipeline.azdo_results_artifact(partition)}`" in head
+            assert line + f"`{pipeline.github_results_artifact(arch, partition)}`" in github
+
+
 def test_github_step_summary_keeps_diff_fences(runs) -> None:
     for arch in ("x64", "x86"):
         text = runs[arch].github_summary.read_text(encoding="utf-8")

@@ -105,9 +105,11 @@ def copy_tree(source: Path, target: Path) -> None:
 
 
 def suite_scripts(source_directory: Path) -> List[Path]:
-    """The entry scripts and every module of the `spmi` package, relative to `source_directory`."""
+    """The entry scripts and every module and data file (the HTML report's assets) of the `spmi`
+    package, relative to `source_directory`; no byte code."""
     scripts = [p for p in source_directory.glob("*.py") if p.is_file()]
-    package = [p for p in (source_directory / pipeline.PACKAGE_DIR).rglob("*.py") if p.is_file()]
+    package = [p for p in (source_directory / pipeline.PACKAGE_DIR).rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")]
     return sorted(p.relative_to(source_directory) for p in scripts + package)
 
 

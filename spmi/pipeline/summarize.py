@@ -279,13 +279,13 @@ def markdown_section(state: PlatformState) -> str:
 
 def render_asmdiffs(states: Sequence[PlatformState], title: str, budget: int, short: bool, artifact: str,
                     reports: str = "") -> str:
-    """Box + `reports` (the HTML reports section) + `render_overall` of the platforms with JSON summaries
-    + the other sections, within `budget`."""
+    """Box + `render_overall` of the platforms with JSON summaries + `reports` (the HTML reports section,
+    after the problems and the impact) + the other sections, within `budget`."""
     with_summary = [s for s in states if s.summary is not None]
     markdown_only = [s for s in states if s.summary is None and s.markdown is not None]
     missing = [s for s in states if s.missing]
-    head = f"# {title}\n\n" + pipeline_box(states) + reports
-    tail = "".join(markdown_section(s) for s in markdown_only) + "".join(missing_section(s) for s in missing)
+    head = f"# {title}\n\n" + pipeline_box(states)
+    tail = reports + "".join(markdown_section(s) for s in markdown_only) + "".join(missing_section(s) for s in missing)
     if not with_summary:
         nothing = DIFF_NOTHING["asmdiffs"] + "\n\n---\n\n"
         return head + nothing + tail
