@@ -10,7 +10,8 @@ Runs `superpmi.py download`, then per type `superpmi.py <type> ... --summary_as_
 with the payload's JITs (checked for asmdiffs, release for tpdiff/memdiff; tpdiff with
 `-pin_path <payload>/pin`), and leaves in the upload root (docs/contracts.md §12.15):
 `superpmi_<type>_summary_<os>_<arch>.md` (for people) and `.json` (for merging), the
-logs, `Asmdiffs_<os>_<arch>.zip` with every `.dasm`, and `superpmi_status_<os>_<arch>.json`
+logs, `Asmdiffs_<os>_<arch>.zip` with every `.dasm`, asmdiffs' HTML diff explorer
+`superpmi_asmdiffs_report_<os>_<arch>.html`, and `superpmi_status_<os>_<arch>.json`
 (steps, exit codes, problems, baseline hash, repro command). A declared file that
 could not be produced is written as `<empty>`. Exit 1 when any step failed; memdiff's
 exit code 2 (BytesAllocated grew by at least -memdiff_threshold %) fails the work item

@@ -11,7 +11,7 @@ writes the three in that order; `--short`: `..._short_summary_...`): the problem
 every platform in a box at the top (failed steps of that type, MISSING results, asserts,
 replay failures, a crossed memory gate), for asmdiffs the cross-platform impact table,
 then one collapsible section per platform with its result and the repro command with
-the exact baseline hash. ` ```diff ` fences become HTML for Azure DevOps. The file stays
+the exact baseline hash, and where each platform's HTML diff explorer is (file and artifact). ` ```diff ` fences become HTML for Azure DevOps. The file stays
 under 1 MiB (`--short`: 65,536 characters) by dropping detail sections, never the top
 box or the impact table, with a note saying so.
 
