@@ -25,6 +25,7 @@ from spmi.reports import html_build
 from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
 from spmi.reports import summaries as asm_summaries
+from spmi.reports.asm_model import MergedSummary
 from spmi.steps import html_step, outputs
 
 log = logging.getLogger("superpmi")
@@ -98,7 +99,7 @@ def render_metric(run: model.MetricDiffRun) -> Tuple[str, str]:
             report.render(run, False, details.metric_direction))
 
 
-def merge_asmdiffs(documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> "asm_summaries.MergedSummary":
+def merge_asmdiffs(documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> MergedSummary:
     """Merge asmdiffs JSON summaries (one entry per target, partitions combined)."""
     summaries = []
     for path, data in documents:
@@ -112,7 +113,7 @@ def merge_asmdiffs(documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> "asm_sum
     return asm_summaries.merge_summaries(summaries)
 
 
-def render_asmdiffs(merged: "asm_summaries.MergedSummary") -> Tuple[str, str]:
+def render_asmdiffs(merged: MergedSummary) -> Tuple[str, str]:
     """The long and short markdown of merged asmdiffs summaries, as a single run renders them."""
     return asm_summaries.render_long_summary(merged), asm_summaries.render_short_summary(merged)
 
