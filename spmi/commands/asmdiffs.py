@@ -120,7 +120,7 @@ class CollectionDiff:
 
     mch: Path
     outcome: CollectionOutcome
-    table: Optional[details.DetailsTable] = None
+    table: Optional[details.DetailsTable] = None  # the diff-list rows only
     data_problem: str = ""
     asm_dir: Optional[Path] = None
     aggregates: Optional["asm_model.CollectionAggregates"] = None
@@ -214,10 +214,15 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
     log.info("Running asm diffs of %s", mch)
     log.info("Invoking: %s", runner.format_command(argv, job.settings.host_os))
     run = superpmi_tool.run_superpmi(argv, job.core_root, job.options.timeout)
-    table, problem = load_table(files.details_csv, run)
+    digest, problem = load_digest(files.details_csv, run)
+    counts = None
+    if digest is not None:
+        counts = superpmi_tool.ContextCounts(digest.rows, digest.either_misses, digest.base_misses,
+                                             digest.diff_misses)
     outcome = replay_steps.finish_run(run, mch, files, diff_mode=True, timeout=job.options.timeout,
-                                diff_with_release=job.flags.diff_with_release, table=table)
-    result = CollectionDiff(mch, outcome, table, problem)
+                                      diff_with_release=job.flags.diff_with_release, counts=counts)
+    table = digest.diff_table() if digest is not None else None
+    result = CollectionDiff(mch, outcome, table, problem, aggregates=digest.aggregates if digest else None)
     if problem:
         (log.error if not outcome.failed else log.warning)("%s", problem)
     if outcome.verdict.kind == superpmi_tool.FAILURES and job.options.produce_repro:
@@ -232,10 +237,13 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
     return result
 
 
-def load_table(path: Path, run: superpmi_tool.SuperpmiRun) -> Tuple[Optional[details.DetailsTable], str]:
-    """The details CSV, or None with a reason: missing/malformed fail the collection, header-only is "no data"."""
+def load_digest(path: Path, run: superpmi_tool.SuperpmiRun) -> Tuple[Optional[asm_analysis.DetailsDigest], str]:
+    """The details CSV read once (aggregates, counts, diff-list rows), or None with a reason:
+    missing/malformed fail the collection, header-only is "no data"."""
+    digest = asm_analysis.DetailsDigest()
     try:
-        return details.read_details_csv(path, metrics=ANALYSED_METRICS), ""
+        details.stream_details_csv(path, digest.add, metrics=ANALYSED_METRICS)
+        return digest, ""
     except details.DetailsError as exc:
         if exc.kind == "empty":
             log.warning("No data: %s", exc)
@@ -248,9 +256,8 @@ def load_table(path: Path, run: superpmi_tool.SuperpmiRun) -> Tuple[Optional[det
 
 def analyze_collection(job: Job, result: CollectionDiff, work: Path) -> None:
     """Console totals, then (when there are diffs) listings, jit-analyze, git diff and example diffs."""
-    assert result.table is not None
-    aggregates = asm_analysis.aggregate_table(result.table)
-    result.aggregates = aggregates
+    assert result.table is not None and result.aggregates is not None
+    aggregates = result.aggregates
     for line in steps.totals_lines(console_totals(aggregates)):
         log.info("%s", line)
     diff_rows = asm_analysis.diff_list(result.table)

@@ -19,9 +19,8 @@ import json
 import logging
 import math
 from dataclasses import dataclass
-from itertools import compress
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Union
 
 from spmi.base import cioutput, config, errors, fsutil, runner
 from spmi.base.errors import SuiteError
@@ -248,13 +247,13 @@ def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRu
     log.info("%s %s", "Measuring throughput of" if job.kind == TPDIFF else "Measuring JIT metrics of", mch)
     log.info("Invoking: %s", runner.format_command(argv, job.settings.host_os))
     spmi_run = run_measurement(argv, job.core_root, job.options.timeout)
-    table = interpret_run(spmi_run, mch, files, job, run)
-    if table is None:
+    digest = interpret_run(spmi_run, mch, files, job, run)
+    if digest is None:
         return
     if job.kind == TPDIFF:
-        diff_throughput(job, mch, table, run)
+        diff_throughput(job, mch, digest, run)
     else:
-        diff_memory(job.focus, mch, table, run)
+        diff_memory(job.focus, mch, digest, run)
 
 
 def run_measurement(argv: Sequence[str], core_root: Path, timeout: Optional[float]) -> superpmi_tool.SuperpmiRun:
@@ -272,9 +271,9 @@ def run_measurement(argv: Sequence[str], core_root: Path, timeout: Optional[floa
 
 
 def interpret_run(spmi_run: superpmi_tool.SuperpmiRun, mch: Path, files: RunFiles, job: MetricJob,
-                  run: MetricDiffRun) -> Optional[details.DetailsTable]:
+                  run: MetricDiffRun) -> Optional[model.MetricDigest]:
     """§12.7 for tpdiff/memdiff: -1/-2/crash/timeout leave no usable data (a failure); otherwise
-    the details CSV is read once, for the result line and the metrics."""
+    the details CSV is read once, in parts, for the result line and the metrics."""
     if spmi_run.timed_out:
         verdict = superpmi_tool.timeout_verdict(job.options.timeout or 0)
         replay_steps.log_verdict(verdict)
@@ -288,33 +287,40 @@ def interpret_run(spmi_run: superpmi_tool.SuperpmiRun, mch: Path, files: RunFile
         replay_steps.log_verdict(verdict)
         run.failures.append(model.CollectionFailure(mch.name, verdict.message))
         return None
-    table = read_table(files.details_csv, [] if job.kind == TPDIFF else None)
-    counts = context_counts(table) if table is not None else superpmi_tool.ContextCounts()
+    digest = read_digest(files.details_csv, job, mch.name)
+    counts = context_counts(digest) if digest is not None else superpmi_tool.ContextCounts()
     replay_steps.log_verdict(superpmi_tool.interpret_exit(outcome, True, counts))
     if verdict.kind == superpmi_tool.FAILURES:
         replay_steps.report_asserts(superpmi_tool.parse_asserts(spmi_run.stdout, mch.name))
-    return table
+    return digest
 
 
-def context_counts(table: details.DetailsTable) -> superpmi_tool.ContextCounts:
+def context_counts(digest: model.MetricDigest) -> superpmi_tool.ContextCounts:
     """Contexts replayed and missing (either side, base, diff) for the result line."""
-    base_misses, diff_misses, either = table.miss_counts()
-    return superpmi_tool.ContextCounts(table.row_count, either, base_misses, diff_misses)
+    return superpmi_tool.ContextCounts(digest.rows, digest.either_misses, digest.base_misses, digest.diff_misses)
 
 
-def read_table(path: Path, metrics: Optional[Sequence[str]] = None) -> Optional[details.DetailsTable]:
-    """The details CSV (only `metrics`, when given); None when superpmi left no data."""
+def read_digest(path: Path, job: MetricJob, name: str) -> Optional[model.MetricDigest]:
+    """The details CSV read once (tpdiff: no metric columns; memdiff: all it reports); None
+    when superpmi left no data."""
+    if job.kind == TPDIFF:
+        digest = model.MetricDigest(name, [INSTRUCTIONS], INSTRUCTIONS, model.TPDIFF_MIN_EXAMPLE_DELTA)
+        columns: Optional[Sequence[str]] = []
+    else:
+        digest = model.MetricDigest(name, None, job.focus)
+        columns = None
     try:
-        return details.read_details_csv(path, metrics)
+        details.stream_details_csv(path, digest.add, columns)
     except details.DetailsError as exc:
         if details.is_no_data(exc):
             log.warning("Warning: no data: %s", exc)
             return None
         raise
+    return digest
 
 
-def diff_throughput(job: MetricJob, mch: Path, table: details.DetailsTable, run: MetricDiffRun) -> None:
-    result = model.aggregate_table(mch.name, table, [INSTRUCTIONS], INSTRUCTIONS, model.TPDIFF_MIN_EXAMPLE_DELTA)
+def diff_throughput(job: MetricJob, mch: Path, digest: model.MetricDigest, run: MetricDiffRun) -> None:
+    result = digest.result()
     totals = result.total(INSTRUCTIONS)
     for line in report.tpdiff_console_lines(result, INSTRUCTIONS):
         log.info("%s", line)
@@ -362,14 +368,15 @@ def name_examples(examples: Sequence[model.Example], settings: config.Settings, 
             example.method = names.get(example.context, "")
 
 
-def reported_metrics(table: details.DetailsTable) -> List[str]:
-    """Metric columns superpmi wrote (not the ones filled in for older layouts)."""
-    return [m for m in table.metric_names if m not in table.synthesized_metrics]
-
-
-def check_metrics_reported(table: details.DetailsTable, focus: str, source: str) -> List[str]:
-    """The metrics to diff; a clear error when the JITs do not report the focus metric."""
-    metrics = reported_metrics(table)
+def check_metrics_reported(data: Union[model.MetricDigest, details.DetailsTable], focus: str,
+                           source: str) -> List[str]:
+    """The metrics to diff (of a digest, or of a whole table); a clear error when the JITs
+    do not report the focus metric."""
+    digest = data
+    if not isinstance(digest, model.MetricDigest):
+        digest = model.MetricDigest(source, None, focus)
+        digest.add(data)
+    metrics = list(digest.metrics or [])
     if focus not in metrics:
         if focus == BYTES_ALLOCATED:
             raise SuiteError(f"the JITs do not report metrics: {source} has no 'Base {BYTES_ALLOCATED}'/"
@@ -378,19 +385,18 @@ def check_metrics_reported(table: details.DetailsTable, focus: str, source: str)
         names = ", ".join(metrics) or "none"
         raise SuiteError(f"-metric {focus}: {source} has no 'Base {focus}'/'Diff {focus}' columns "
                          f"(metrics reported: {names})")
-    if focus == BYTES_ALLOCATED:
-        succeeded = model.success_mask(table.columns)
-        for side, values in (("base", table.base_column(focus)), ("diff", table.diff_column(focus))):
-            if any(succeeded) and not any(compress(values, succeeded)):
+    if focus == BYTES_ALLOCATED and digest.any_succeeded:
+        for side in ("base", "diff"):
+            if not digest.focus_nonzero[side]:
                 raise SuiteError(f"the {side} JIT does not report metrics: {BYTES_ALLOCATED} is 0 for every "
                                  f"compiled context in {source}; memdiff needs a release JIT that honours "
                                  "JitReportMetrics=1")
     return metrics
 
 
-def diff_memory(focus: str, mch: Path, table: details.DetailsTable, run: MetricDiffRun) -> None:
-    metrics = check_metrics_reported(table, focus, mch.name)
-    result = model.aggregate_table(mch.name, table, metrics, focus)
+def diff_memory(focus: str, mch: Path, digest: model.MetricDigest, run: MetricDiffRun) -> None:
+    check_metrics_reported(digest, focus, mch.name)
+    result = digest.result()
     for line in report.memdiff_console_lines(result):
         log.info("%s", line)
     run.collections.append(result)

@@ -15,6 +15,7 @@ import csv
 import gc
 import io
 import os
+import sys
 from array import array
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -191,12 +192,82 @@ class DetailsTable:
     def diff_column(self, metric: str) -> Sequence[Number]:
         return self.diff_columns[self.metric_names.index(metric)]
 
+    def subset(self, positions: Sequence[int]) -> "DetailsTable":
+        """A table of the rows at `positions` (in that order), with copies of their values
+        (it keeps nothing of this table alive)."""
+        pick = itemgetter(*positions) if positions else None
+
+        def take(column: Sequence[_T]) -> Sequence[_T]:
+            if pick is None:
+                values: List[_T] = []
+            else:
+                values = [pick(column)] if len(positions) == 1 else list(pick(column))  # type: ignore[arg-type]
+            return _compact(values, column)
+
+        c = self.columns
+        columns = DetailsColumns(*(take(getattr(c, f)) for f in _ROW_FIELDS))
+        base = [take(column) for column in self.base_columns]
+        diff = [base[index] if column is self.base_columns[index] else take(column)
+                for index, column in enumerate(self.diff_columns)]
+        return DetailsTable(self.source, self.metric_names, columns, self.is_diff_layout, self.synthesized_metrics,
+                            self.available_metrics, base, diff)
+
     def miss_counts(self) -> Tuple[int, int, int]:
         """(rows whose base result is Miss, whose diff result is Miss, where either is)."""
         base, diff = self.columns.base_result, self.columns.diff_result
         base_misses, diff_misses = base.count(MISS), diff.count(MISS)
         both = sum(map(_both_missed, base, diff)) if self.is_diff_layout else base_misses
         return base_misses, diff_misses, base_misses + diff_misses - both
+
+
+_ROW_FIELDS = ("context", "context_size", "method_name", "tier", "base_result", "diff_result", "minopts", "has_diff",
+               "base_instructions", "diff_instructions", "line")
+
+
+def _compact(values: List[_T], like: Sequence[_T]) -> Sequence[_T]:
+    """`values` (taken from the column `like`) stored compactly: numbers in an `array` when
+    they fit one (8 bytes a value instead of an object each), texts shared."""
+    if not values:
+        return values
+    first = values[0]
+    if isinstance(first, str):
+        return list(map(sys.intern, values))  # type: ignore[arg-type]
+    if isinstance(first, bool):
+        return values
+    typecode = like.typecode if isinstance(like, array) else "q"
+    try:
+        return array(typecode, values)  # type: ignore[return-value,arg-type]
+    except (TypeError, OverflowError):
+        return values
+
+
+def _joined(parts: Iterable[Sequence[_T]]) -> Sequence[_T]:
+    """The parts one after the other, as compact as the parts are."""
+    result: Optional[Sequence[_T]] = None
+    for part in parts:
+        if result is None:
+            result = array(part.typecode) if isinstance(part, array) else []  # type: ignore[assignment]
+        if isinstance(result, array) and not (isinstance(part, array) and part.typecode == result.typecode):
+            result = list(result)
+        result.extend(part)  # type: ignore[union-attr]
+    return result if result is not None else []
+
+
+def concatenate(tables: Sequence[DetailsTable]) -> DetailsTable:
+    """The rows of `tables` (parts of one CSV, same columns) one after the other, as one table."""
+    if not tables:
+        raise ValueError("no tables to concatenate")
+    first = tables[0]
+    columns = DetailsColumns(*(_joined(getattr(table.columns, f) for table in tables) for f in _ROW_FIELDS))
+
+    def joined(side: str, index: int) -> Sequence[Number]:
+        return _joined(getattr(table, side)[index] for table in tables)
+
+    base = [joined("base_columns", index) for index in range(len(first.metric_names))]
+    diff = [base[index] if all(t.diff_columns[index] is t.base_columns[index] for t in tables)
+            else joined("diff_columns", index) for index in range(len(first.metric_names))]
+    return DetailsTable(first.source, first.metric_names, columns, first.is_diff_layout, first.synthesized_metrics,
+                        first.available_metrics, base, diff)
 
 
 def _both_missed(base: str, diff: str) -> bool:
@@ -421,12 +492,19 @@ class _MetricColumn:
 
     def __init__(self) -> None:
         self.values: Union["array[int]", "array[float]", List[Number]] = array("q")
+        self.total = 0  # values ever added (`take` empties `values`, not the history)
 
     @property
     def state(self) -> Tuple[str, bool]:
-        """What converting the next chunk depends on: the storage kind and whether it is empty."""
+        """What converting the next chunk depends on: the storage kind and whether nothing was added yet."""
         values = self.values
-        return (values.typecode if isinstance(values, array) else ""), len(values) == 0
+        return (values.typecode if isinstance(values, array) else ""), self.total == 0
+
+    def take(self) -> Union["array[int]", "array[float]", List[Number]]:
+        """The values added since the last `take`; the column keeps its kind."""
+        values = self.values
+        self.values = array(values.typecode) if isinstance(values, array) else []
+        return values
 
     def extend(self, texts: Sequence[str]) -> _Chunk:
         chunk = _convert_metric_chunk(*self.state, texts)
@@ -440,6 +518,7 @@ class _MetricColumn:
         elif kind == "d" and self.values.typecode == "q":  # type: ignore[union-attr]
             self.values = array("d")  # only while still empty
         self.values.extend(values)  # type: ignore[arg-type]
+        self.total += len(values)
 
 
 # ---------------------------------------------------------------- parsing
@@ -465,10 +544,33 @@ def parse_details(text_or_lines: TextOrLines, source: str = "<details CSV>",
 
 def read_details_csv(path: Union[str, "os.PathLike[str]"], metrics: Optional[Iterable[str]] = None) -> DetailsTable:
     """Read a details CSV file; a missing, empty or malformed file raises `DetailsError`."""
+    return _open_details(path, lambda handle, source: _parse(handle, _FileBlocks(handle), source, metrics))
+
+
+def stream_details_csv(path: Union[str, "os.PathLike[str]"], consumer: Callable[[DetailsTable], None],
+                       metrics: Optional[Iterable[str]] = None) -> int:
+    """Read a details CSV once, handing its rows to `consumer` as consecutive tables of at
+    most a few thousand rows each (file order, line numbers as in the file); returns the
+    number of rows. Only one such table is held at a time, so memory does not grow with
+    the file. Errors as `read_details_csv` (a malformed line may come after some tables
+    were handed on); values are exactly those `read_details_csv` gives.
+    """
+    return _open_details(path, lambda handle, source: _stream(handle, _FileBlocks(handle), source, metrics,
+                                                              consumer))
+
+
+def stream_details(text_or_lines: TextOrLines, consumer: Callable[[DetailsTable], None],
+                   source: str = "<details CSV>", metrics: Optional[Iterable[str]] = None) -> int:
+    """`stream_details_csv` for CSV text (or its lines)."""
+    lines = iter(text_or_lines.splitlines(keepends=True) if isinstance(text_or_lines, str) else text_or_lines)
+    return _stream(lines, _LineBlocks(lines), source, metrics, consumer)
+
+
+def _open_details(path: Union[str, "os.PathLike[str]"], parse: Callable[[TextIO, str], _T]) -> _T:
     source = os.fspath(path)
     try:
         with open(path, "r", encoding="utf-8", errors="replace", newline="") as handle:
-            return _parse(handle, _FileBlocks(handle), source, metrics)
+            return parse(handle, source)
     except FileNotFoundError:
         raise DetailsError(f"{source}: details CSV not found (did superpmi run?)", kind="missing") from None
     except IsADirectoryError:
@@ -477,16 +579,31 @@ def read_details_csv(path: Union[str, "os.PathLike[str]"], metrics: Optional[Ite
         raise DetailsError(f"{source}: cannot read the details CSV: {exc.strerror}", kind="missing") from None
 
 
-def _parse(lines: Iterator[str], blocks: "_Blocks", source: str, metrics: Optional[Iterable[str]]) -> DetailsTable:
-    """The header from `lines`, then the rows from `blocks` (the rest of the same input)."""
+def _builder_for(lines: Iterator[str], source: str, metrics: Optional[Iterable[str]]) -> Tuple["_TableBuilder", int]:
+    """The builder for the header read from `lines`, and the line the header ends at."""
     header, header_end = _read_header(lines, source)
     layout = _discover_layout(header, source)
-    builder = _TableBuilder(header, layout, _wanted_metrics(layout, metrics), source)
+    return _TableBuilder(header, layout, _wanted_metrics(layout, metrics), source), header_end
+
+
+def _parse(lines: Iterator[str], blocks: "_Blocks", source: str, metrics: Optional[Iterable[str]]) -> DetailsTable:
+    """The header from `lines`, then the rows from `blocks` (the rest of the same input)."""
+    builder, header_end = _builder_for(lines, source, metrics)
     with _gc_paused():  # many small acyclic objects: collection passes would only cost time
         _read_rows(blocks, header_end, builder)
         if builder.count == 0:
             raise DetailsError(f"{source}: the file has a header but no rows", kind="empty")
         return builder.finish()
+
+
+def _stream(lines: Iterator[str], blocks: "_Blocks", source: str, metrics: Optional[Iterable[str]],
+            consumer: Callable[[DetailsTable], None]) -> int:
+    builder, header_end = _builder_for(lines, source, metrics)
+    builder.consumer = consumer
+    _read_rows(blocks, header_end, builder)
+    if builder.total == 0:
+        raise DetailsError(f"{source}: the file has a header but no rows", kind="empty")
+    return builder.total
 
 
 @contextmanager
@@ -753,6 +870,8 @@ class _TableBuilder:
         self.getter = itemgetter(*self.indices)  # at least Context, Context size and MinOpts
         self.fixed: Dict[str, List[object]] = {name: [] for name in _FIXED_COLUMNS if name in layout.columns}
         self.line_numbers: List[int] = []
+        self.total = 0  # rows ever added
+        self.consumer: Optional[Callable[[DetailsTable], None]] = None  # set: hand on each chunk as a table
         self.base = [_MetricColumn() for _ in wanted]
         self.diff = [_MetricColumn() for _ in wanted] if layout.is_diff else self.base
         self.same_texts = [True] * len(wanted)  # base and diff texts equal so far (per metric)
@@ -770,6 +889,20 @@ class _TableBuilder:
             self._add_metric(position, columns, line_numbers)
         self.line_numbers.extend(line_numbers)
         self.count += len(line_numbers)
+        self.total += len(line_numbers)
+        if self.consumer is not None:
+            self.consumer(self.take())
+
+    def take(self) -> DetailsTable:
+        """The rows added since the last `take` as a table; the builder starts over empty
+        (keeping what the conversion of later chunks depends on)."""
+        table = self._table([column.take() for column in self.base],
+                            [column.take() for column in self.diff] if self.layout.is_diff else None)
+        self.fixed = {name: [] for name in self.fixed}
+        self.line_numbers = []
+        self.count = 0
+        self.same_texts = [True] * len(self.wanted)
+        return table
 
     def _add_metric(self, position: int, columns: Sequence[Sequence[str]], line_numbers: Sequence[int]) -> None:
         base_col, diff_col = self.metric_cols[position]
@@ -797,12 +930,16 @@ class _TableBuilder:
                                f"bad value '{bad.text}'") from None
 
     def finish(self) -> DetailsTable:
+        return self._table([column_.values for column_ in self.base],
+                           [column_.values for column_ in self.diff] if self.layout.is_diff else None)
+
+    def _table(self, base_values: List[Sequence[Number]], diff_values: Optional[List[Sequence[Number]]]) -> DetailsTable:
         metric_names = list(self.wanted)
-        base_columns = [column_.values for column_ in self.base]
+        base_columns = base_values
         diff_columns = base_columns
-        if self.layout.is_diff:  # a diff column read from the same texts as its base column is that column
-            diff_columns = [base.values if same else diff.values
-                            for base, diff, same in zip(self.base, self.diff, self.same_texts)]
+        if diff_values is not None:  # a diff column read from the same texts as its base column is that column
+            diff_columns = [base if same else diff
+                            for base, diff, same in zip(base_values, diff_values, self.same_texts)]
         synthesized: List[str] = []
         for name, zeros in ((CODE_BYTES, array("q", [0])), (PERFSCORE, array("d", [0.0]))):
             if name not in metric_names:
@@ -853,5 +990,6 @@ def is_no_data(error: DetailsError) -> bool:
 __all__ = [
     "BYTES_ALLOCATED", "CODE_BYTES", "DetailsColumns", "DetailsError", "DetailsRow", "DetailsTable", "ERROR",
     "HIGHER_IS_BETTER", "LOWER_IS_BETTER", "MISS", "NEUTRAL", "PERFSCORE", "RESULTS", "SUCCESS",
-    "is_no_data", "is_improvement", "metric_direction", "parse_details", "read_details_csv",
+    "concatenate", "is_no_data", "is_improvement", "metric_direction", "parse_details", "read_details_csv", "stream_details",
+    "stream_details_csv",
 ]

@@ -6,9 +6,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, List, Optional, Sequence, Set
+from functools import reduce
+from itertools import compress, repeat
+from operator import add, and_, eq, truediv
+from typing import Iterable, List, Optional, Sequence, Set, Tuple
 
-from spmi.formats.details import CODE_BYTES, MISS, PERFSCORE, SUCCESS, DetailsRow, DetailsTable
+from spmi.formats.details import (
+    CODE_BYTES,
+    MISS,
+    PERFSCORE,
+    SUCCESS,
+    DetailsRow,
+    DetailsTable,
+    concatenate,
+)
 from spmi.reports.asm_model import IMPROVEMENT, REGRESSION, Aggregate, CollectionAggregates, DiffListStats, ExampleDiff
 
 PICK_COUNT = 20
@@ -88,6 +99,96 @@ def _count_diff(stats: DiffListStats, b_bytes: int, d_bytes: int, b_perf: float,
     else:
         stats.perfscore_regressions += 1
         stats.perfscore_regression_log_sum += math.log(diff / base)
+
+
+# ---------------------------------------------------------------- one pass over a streamed CSV
+
+class DetailsDigest:
+    """What asmdiffs keeps of a details CSV read in parts (`details.stream_details_csv`):
+    the aggregates, the replay counts and the diff-list rows, never the other rows.
+
+    Feeding it the parts of a table gives exactly `aggregate_table` and `diff_list` of the
+    whole table: sums are accumulated in file order, as the row-by-row loop does.
+    """
+
+    def __init__(self) -> None:
+        self.aggregates = CollectionAggregates()
+        self.rows = 0
+        self.base_misses = 0
+        self.diff_misses = 0
+        self.either_misses = 0
+        self._diff_parts: List[DetailsTable] = []
+        self._empty: Optional[DetailsTable] = None
+
+    def add(self, table: DetailsTable) -> None:
+        c = table.columns
+        self.rows += table.row_count
+        base_miss = bytes(map(eq, c.base_result, repeat(MISS)))
+        diff_miss = bytes(map(eq, c.diff_result, repeat(MISS)))
+        self.base_misses += base_miss.count(1)
+        self.diff_misses += diff_miss.count(1)
+        self.either_misses += bytes(map(max, base_miss, diff_miss)).count(1) if table.is_diff_layout \
+            else base_miss.count(1)
+        succeeded = bytes(map(and_, map(eq, c.base_result, repeat(SUCCESS)), map(eq, c.diff_result, repeat(SUCCESS))))
+        columns = _aggregated_columns(table)
+        for agg, minopts in ((self.aggregates.minopts, True), (self.aggregates.fullopts, False)):
+            in_class = bytes(map(eq, c.minopts, repeat(minopts)))
+            _add_class(agg, table, in_class, bytes(map(and_, in_class, succeeded)), columns)
+        with_diffs = list(compress(range(table.row_count), map(and_, succeeded, c.has_diff)))
+        stats = self.aggregates.diff_stats
+        base_code, diff_code, base_perf, diff_perf = columns[:4]
+        for i in with_diffs:
+            _count_diff(stats, base_code[i], diff_code[i], base_perf[i], diff_perf[i])
+        if with_diffs:
+            self._diff_parts.append(table.subset(with_diffs))
+        elif self._empty is None:
+            self._empty = table.subset([])
+
+    def diff_table(self) -> Optional[DetailsTable]:
+        """The diff-list rows (both JITs succeeded, `Has diff`) in file order, as a table;
+        None before any part came."""
+        parts = self._diff_parts or ([self._empty] if self._empty is not None else [])
+        return concatenate(parts) if parts else None
+
+
+def _aggregated_columns(table: DetailsTable) -> Tuple[Sequence[float], ...]:
+    code = table.metric_names.index(CODE_BYTES)
+    perf = table.metric_names.index(PERFSCORE)
+    return (table.base_columns[code], table.diff_columns[code], table.base_columns[perf], table.diff_columns[perf],
+            table.columns.base_instructions, table.columns.diff_instructions)
+
+
+def _in_order_sum(values: Iterable[float], start: float) -> float:
+    """start + v1 + v2 + ..., left to right (as `+=` in a loop; `sum` may compensate floats)."""
+    return reduce(add, values, start)
+
+
+def _add_class(agg: Aggregate, table: DetailsTable, in_class: bytes, succeeded: bytes,
+               columns: Tuple[Sequence[float], ...]) -> None:
+    """One part's rows of one class (MinOpts or FullOpts) into `agg`, in file order."""
+    c = table.columns
+    base_results = list(compress(c.base_result, in_class))
+    diff_results = list(compress(c.diff_result, in_class))
+    for side, results in (("base", base_results), ("diff", diff_results)):
+        successes, misses = results.count(SUCCESS), results.count(MISS)
+        setattr(agg, f"{side}_successes", getattr(agg, f"{side}_successes") + successes)
+        setattr(agg, f"{side}_misses", getattr(agg, f"{side}_misses") + misses)
+        setattr(agg, f"{side}_failures", getattr(agg, f"{side}_failures") + len(results) - successes - misses)
+    count = succeeded.count(1)
+    if not count:
+        return
+    base_code, diff_code, base_perf, diff_perf, base_instr, diff_instr = (list(compress(column, succeeded))
+                                                                          for column in columns)
+    agg.diffed_contexts += count
+    agg.base_code_bytes = _in_order_sum(base_code, agg.base_code_bytes)
+    agg.diff_code_bytes = _in_order_sum(diff_code, agg.diff_code_bytes)
+    agg.base_perfscore = _in_order_sum(base_perf, agg.base_perfscore)
+    agg.diff_perfscore = _in_order_sum(diff_perf, agg.diff_perfscore)
+    agg.base_instructions = _in_order_sum(base_instr, agg.base_instructions)
+    agg.diff_instructions = _in_order_sum(diff_instr, agg.diff_instructions)
+    ratios = map(truediv, map(max, diff_perf, repeat(1.0)), map(max, base_perf, repeat(1.0)))
+    agg.perfscore_log_sum = _in_order_sum(map(math.log, ratios), agg.perfscore_log_sum)
+    agg.contexts_with_diffs += sum(compress(c.has_diff, succeeded))
 
 
 # ---------------------------------------------------------------- context picking
@@ -214,7 +315,7 @@ def example_from_row(row: DetailsRow, kind: str, title: Optional[str], diff_text
 
 
 __all__ = [
-    "ContextPick", "EXAMPLE_COUNT", "PICK_COUNT", "aggregate_table", "diff_list", "example_from_row",
+    "ContextPick", "DetailsDigest", "EXAMPLE_COUNT", "PICK_COUNT", "aggregate_table", "diff_list", "example_from_row",
     "example_order", "is_small_size_diff", "listing_title", "perfscore_log_ratio", "pick_contexts",
     "pick_metric", "relative_change", "take_examples",
 ]

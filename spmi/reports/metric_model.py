@@ -386,6 +386,152 @@ def _ranked(positions: List[int], deltas: Sequence[Number], base_values: Sequenc
     return picked
 
 
+# ---------------------------------------------------------------- one pass over a streamed CSV
+
+#: A ranked example candidate: (rank key, tie key, context, row number), then what an
+#: `Example` needs: (method name, MinOpts, base value, diff value).
+_Candidate = Tuple[Tuple[Number, Number, int, int], Tuple[str, bool, Number, Number]]
+
+
+class MetricDigest:
+    """What tpdiff/memdiff keep of a details CSV read in parts (`details.stream_details_csv`):
+    running totals and counts, and per top list only its `count` best candidates so far
+    (the best of all rows are always among the best of the parts), never the other rows.
+
+    `result()` equals `aggregate_table` over the whole table (sums run left to right over
+    the rows in file order, as one `sum` over the column does). `metrics` None: every
+    metric the file reports (`metric_names` less the `synthesized_metrics`).
+    """
+
+    def __init__(self, name: str, metrics: Optional[Sequence[str]], focus: str, min_example_delta: Number = 0,
+                 count: int = TOP_COUNT) -> None:
+        self.name = name
+        self.metrics: Optional[List[str]] = list(metrics) if metrics is not None else None
+        self.focus = focus
+        self.min_example_delta = min_example_delta
+        self.count = count
+        self.rows = 0
+        self.base_misses = self.diff_misses = self.either_misses = 0
+        self.base_counts, self.diff_counts = SideCounts(), SideCounts()
+        self.contexts = {"MinOpts": 0, "FullOpts": 0}
+        self.sums: Dict[str, Dict[str, List[Number]]] = {}
+        self.any_succeeded = False
+        self.focus_nonzero = {"base": False, "diff": False}  # among rows where both succeeded
+        self._tops: Dict[Tuple[bool, bool, int], List[_Candidate]] = {}
+
+    def add(self, table: Any) -> None:
+        if self.metrics is None:
+            self.metrics = [m for m in table.metric_names if m not in table.synthesized_metrics]
+        columns = table.columns
+        base_misses, diff_misses, either = table.miss_counts()
+        self.base_misses += base_misses
+        self.diff_misses += diff_misses
+        self.either_misses += either
+        succeeded = success_mask(columns)
+        masks = {"MinOpts": bytes(map(and_, succeeded, columns.minopts)),
+                 "FullOpts": bytes(map(gt, succeeded, columns.minopts))}
+        for metric in self.metrics:
+            if metric != INSTRUCTIONS and metric not in table.metric_names:
+                continue
+            base_values, diff_values = metric_columns(table, metric)
+            sums = self.sums.setdefault(metric, {"MinOpts": [0, 0], "FullOpts": [0, 0]})
+            for class_name, mask in masks.items():
+                pair = sums[class_name]
+                same_so_far = diff_values is base_values and type(pair[0]) is type(pair[1]) and pair[0] == pair[1]
+                pair[0] = sum(compress(base_values, mask), pair[0])
+                pair[1] = pair[0] if same_so_far else sum(compress(diff_values, mask), pair[1])
+        for class_name, mask in masks.items():
+            self.contexts[class_name] += mask.count(1)
+        for counts, results in ((self.base_counts, columns.base_result), (self.diff_counts, columns.diff_result)):
+            part = side_counts(results)
+            counts.successes += part.successes
+            counts.misses += part.misses
+            counts.failures += part.failures
+        self._note_focus(table, succeeded)
+        self._add_candidates(table, succeeded)
+        self.rows += len(columns.context)
+
+    def _note_focus(self, table: Any, succeeded: bytes) -> None:
+        if not any(succeeded):
+            return
+        self.any_succeeded = True
+        if self.focus != INSTRUCTIONS and self.focus not in table.metric_names:
+            return
+        base_values, diff_values = metric_columns(table, self.focus)
+        for side, values in (("base", base_values), ("diff", diff_values)):
+            if not self.focus_nonzero[side] and any(compress(values, succeeded)):
+                self.focus_nonzero[side] = True
+
+    def _add_candidates(self, table: Any, succeeded: bytes) -> None:
+        """The part's best candidates of every top list, merged into the lists so far."""
+        if self.focus != INSTRUCTIONS and self.focus not in table.metric_names:
+            return
+        columns = table.columns
+        base_values, diff_values = metric_columns(table, self.focus)
+        deltas = list(map(sub, diff_values, base_values))
+        kept = _example_mask(succeeded, base_values, deltas, self.min_example_delta)
+        for minopts in (True, False):
+            in_class = list(compress(range(len(kept)), map(and_, kept, map(eq, columns.minopts, repeat(minopts)))))
+            growth = list(map(gt, map(deltas.__getitem__, in_class), repeat(0)))
+            for positions, grew in ((list(compress(in_class, growth)), True),
+                                    (list(compress(in_class, map(not_, growth))), False)):
+                if not positions:
+                    continue
+                for measure, keys in enumerate(_rank_keys(positions, deltas, base_values, columns.context, grew,
+                                                          self.rows)):
+                    best = heapq.nsmallest(self.count, keys)
+                    found = [(key, (columns.method_name[key[3] - self.rows], minopts,
+                                    base_values[key[3] - self.rows], diff_values[key[3] - self.rows]))
+                             for key in best]
+                    slot = (minopts, grew, measure)
+                    self._tops[slot] = heapq.nsmallest(self.count, self._tops.get(slot, []) + found)
+
+    def result(self) -> CollectionResult:
+        metrics = self.metrics or []
+        totals: Dict[str, Dict[str, Totals]] = {}
+        kinds: Dict[str, str] = {}
+        for metric in metrics:
+            sums = self.sums.get(metric, {"MinOpts": [0, 0], "FullOpts": [0, 0]})
+            minopts, fullopts = Totals(*sums["MinOpts"]), Totals(*sums["FullOpts"])
+            totals[metric] = {"Overall": Totals(minopts.base + fullopts.base, minopts.diff + fullopts.diff),
+                              "MinOpts": minopts, "FullOpts": fullopts}
+            kinds[metric] = "float" if any(isinstance(v, float) for v in (minopts.base, minopts.diff,
+                                                                           fullopts.base, fullopts.diff)) else "int"
+        contexts = dict(self.contexts)
+        contexts["Overall"] = contexts["MinOpts"] + contexts["FullOpts"]
+        return CollectionResult(self.name, list(metrics), kinds, totals, contexts,
+                                SideCounts(self.base_counts.successes, self.base_counts.misses,
+                                           self.base_counts.failures),
+                                SideCounts(self.diff_counts.successes, self.diff_counts.misses,
+                                           self.diff_counts.failures),
+                                self._examples())
+
+    def _examples(self) -> List[Example]:
+        """The union of the top lists, in the order `_select_examples` picks them, sorted by context."""
+        chosen: Dict[int, Tuple[int, Tuple[str, bool, Number, Number]]] = {}
+        for minopts in (True, False):
+            for grew in (True, False):
+                for measure in (0, 1):
+                    for key, payload in self._tops.get((minopts, grew, measure), []):
+                        chosen.setdefault(key[3], (key[2], payload))
+        ordered = sorted(chosen.values(), key=lambda item: item[0])
+        return [Example(self.name, context, method, "MinOpts" if minopts else "FullOpts", base, diff)
+                for context, (method, minopts, base, diff) in ordered]
+
+
+def _rank_keys(positions: List[int], deltas: Sequence[Number], base_values: Sequence[Number],
+               contexts: Sequence[int], grew: bool, offset: int) -> Tuple[List[Tuple[Number, Number, int, int]], ...]:
+    """The keys `_ranked` orders `positions` by (by PDIFF %, then by delta), with the row
+    number (`offset` + position) as the last key."""
+    changes = list(map(deltas.__getitem__, positions))
+    pcts = list(map(mul, map(truediv, changes, map(base_values.__getitem__, positions)), repeat(100.0)))
+    if grew:
+        changes, pcts = list(map(neg, changes)), list(map(neg, pcts))
+    ids = list(map(contexts.__getitem__, positions))
+    rows = [offset + position for position in positions]
+    return list(zip(pcts, changes, ids, rows)), list(zip(changes, pcts, ids, rows))
+
+
 # ---------------------------------------------------------------- build strings
 
 @dataclass

@@ -99,14 +99,16 @@ def replay_summary_lines(outcomes: Sequence[CollectionOutcome]) -> List[str]:
 
 def finish_run(run: superpmi_tool.SuperpmiRun, mch: Path, files: superpmi_tool.RunFiles, diff_mode: bool,
                timeout: Optional[float], diff_with_release: bool = False,
-               table: Optional["details.DetailsTable"] = None) -> CollectionOutcome:
+               table: Optional["details.DetailsTable"] = None,
+               counts: Optional[superpmi_tool.ContextCounts] = None) -> CollectionOutcome:
     """Interpret one superpmi run: verdict, counts, asserts, failing contexts (logged)."""
     if run.timed_out:
         verdict = superpmi_tool.timeout_verdict(timeout or 0)
         log_verdict(verdict)
         return CollectionOutcome(mch, verdict)
     assert run.result is not None
-    counts = counts_from_table(table, diff_mode) if table is not None else read_counts(files.details_csv, diff_mode)
+    if counts is None:
+        counts = counts_from_table(table, diff_mode) if table is not None else read_counts(files.details_csv, diff_mode)
     verdict = superpmi_tool.interpret_exit(run.result.outcome, diff_mode, counts, diff_with_release)
     verdict = verdict_with_reason(verdict, run.stderr)
     log_verdict(verdict)
@@ -125,12 +127,19 @@ def finish_run(run: superpmi_tool.SuperpmiRun, mch: Path, files: superpmi_tool.R
 
 def read_counts(details_csv: Path, diff_mode: bool) -> superpmi_tool.ContextCounts:
     """Rows and misses from the details CSV; zeros when it is missing or unreadable."""
+    sums = [0, 0, 0, 0]
+
+    def count(table: "details.DetailsTable") -> None:
+        part = counts_from_table(table, diff_mode)
+        for index, value in enumerate((part.total, part.missing, part.missing_base, part.missing_diff)):
+            sums[index] += value
+
     try:
-        table = details.read_details_csv(details_csv, metrics=())
+        details.stream_details_csv(details_csv, count, metrics=())
     except details.DetailsError as exc:
         log.debug("Could not read %s: %s", details_csv, exc)
         return superpmi_tool.ContextCounts()
-    return counts_from_table(table, diff_mode)
+    return superpmi_tool.ContextCounts(*sums)
 
 
 def counts_from_table(table: "details.DetailsTable", diff_mode: bool) -> superpmi_tool.ContextCounts:
