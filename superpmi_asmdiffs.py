@@ -4,7 +4,7 @@
     <python> <payload>/superpmi_asmdiffs.py -base_jit_directory <payload>/base
         -diff_jit_directory <payload>/diff -log_directory <upload root> -arch <target arch>
         -platform <target os> -type asmdiffs|tpdiff|memdiff|all
-        [-base_jit_options a;b] [-diff_jit_options a;b] [-mch_files ...] [-private_store DIR]
+        [-base_jit_options a;b] [-diff_jit_options a;b] [-mch_files ...] [-private_store DIR] [-part K/N]
 
 Runs `superpmi.py download`, then per type `superpmi.py <type> ... --summary_as_json`
 with the payload's JITs (checked for asmdiffs, release for tpdiff/memdiff; tpdiff with
@@ -41,6 +41,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("-base_jit_options", help="';'-separated key=value options for the baseline JIT")
     parser.add_argument("-diff_jit_options", help="';'-separated key=value options for the diff JIT")
     parser.add_argument("-mch_files", nargs="+", help="collections to use instead of downloading them")
+    parser.add_argument("-part", metavar="K/N",
+                        help="this is work item K of the N the target's collections are spread over "
+                             "(result file names carry .partKofN)")
     parser.add_argument("-private_store", action="append", help="extra collection store (repeatable)")
     parser.add_argument("-payload_directory",
                         help="correlation payload (default: $HELIX_CORRELATION_PAYLOAD, else this script's directory)")

@@ -77,6 +77,14 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("-local_directory", help="where --run_locally works (default: <payload>_local)")
     parser.add_argument("-parallelism", type=int, default=min(4, os.cpu_count() or 1),
                         help="work items run at once with --run_locally")
+    parser.add_argument("-work_items_per_target", default="1", metavar="N|auto",
+                        help="spread each target's collections over N Helix work items, assigned by size so that "
+                             "they finish together; 'auto': one per -bytes_per_work_item of collections "
+                             f"(at most {pipeline.AUTO_MAX_WORK_ITEMS}); needs -mch_files or -private_store "
+                             "(default: 1)")
+    parser.add_argument("-bytes_per_work_item", type=int, default=pipeline.AUTO_BYTES_PER_WORK_ITEM, metavar="BYTES",
+                        help="collection bytes per work item for -work_items_per_target auto "
+                             f"(default: {pipeline.AUTO_BYTES_PER_WORK_ITEM})")
     parser.add_argument("-log_level", default="info", help="console level (default: info)")
     return parser
 

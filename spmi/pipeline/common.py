@@ -168,36 +168,108 @@ def step_type(step_name: str) -> Optional[str]:
     return head if head in DIFF_TYPES else None
 
 
+# ---------------------------------------------------------------- work items per target
+
+#: `-work_items_per_target auto`: about this many bytes of collections per work item.
+AUTO_BYTES_PER_WORK_ITEM = 2 * 1024 ** 3
+#: `-work_items_per_target auto` never gives a target more work items than this.
+AUTO_MAX_WORK_ITEMS = 8
+
+
+@dataclass(frozen=True)
+class Part:
+    """Which of a target's work items this is (`index` of `count`, from 1)."""
+
+    index: int = 1
+    count: int = 1
+
+    @property
+    def split(self) -> bool:
+        return self.count > 1
+
+    @property
+    def suffix(self) -> str:
+        """`.part2of3` in the names of a split target's result files ('' when not split)."""
+        return f".part{self.index}of{self.count}" if self.split else ""
+
+    @property
+    def label(self) -> str:
+        return f"part {self.index} of {self.count}"
+
+    @staticmethod
+    def parse(text: str) -> "Part":
+        """`K/N` (1 <= K <= N)."""
+        match = re.match(r"^\s*(\d+)\s*/\s*(\d+)\s*$", text or "")
+        if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+            raise ValueError(f"'{text}' is not a part K/N with 1 <= K <= N")
+        return Part(int(match.group(1)), int(match.group(2)))
+
+
+def plan_parts(sizes: Sequence[Tuple[str, int]], count: int) -> List[List[str]]:
+    """Split collections (name, bytes; in processing order) over at most `count` work items
+    so that they finish at about the same time: the largest first, each to the work item
+    with the fewest bytes so far (ties: the fewest collections, then the lower one; so sizes
+    that are unknown, 0, spread evenly). Each work item keeps the processing
+    order; none is empty. Pure."""
+    if count < 1:
+        raise ValueError("a target needs at least one work item")
+    count = min(count, len(sizes)) or 1
+    loads = [0] * count
+    members = [0] * count
+    owner: Dict[int, int] = {}
+    for position in sorted(range(len(sizes)), key=lambda p: (-max(0, sizes[p][1]), p)):
+        part = min(range(count), key=lambda k: (loads[k], members[k], k))
+        owner[position] = part
+        loads[part] += max(0, sizes[position][1])
+        members[part] += 1
+    parts: List[List[str]] = [[] for _ in range(count)]
+    for position, (name, _) in enumerate(sizes):
+        parts[owner[position]].append(name)
+    return [part for part in parts if part] or [[]]
+
+
+def auto_part_count(sizes: Sequence[Tuple[str, int]], bytes_per_item: int = AUTO_BYTES_PER_WORK_ITEM,
+                    limit: int = AUTO_MAX_WORK_ITEMS) -> int:
+    """Work items for a target from its collections' sizes: one per `bytes_per_item`
+    (rounded up), at most `limit` and at most one per collection. Pure."""
+    total = sum(max(0, size) for _, size in sizes)
+    wanted = -(-total // max(1, bytes_per_item))
+    return max(1, min(wanted, limit, len(sizes)))
+
+
 # ---------------------------------------------------------------- result files
 
-def summary_md_name(type_name: str, target_os: str, target_arch: str) -> str:
-    return f"superpmi_{type_name}_summary_{target_os}_{target_arch}.md"
+# A target split over several work items: every result file name carries `Part.suffix`
+# before its extension (`superpmi_asmdiffs_summary_linux_x64.part2of3.json`).
+
+def summary_md_name(type_name: str, target_os: str, target_arch: str, part: Part = Part()) -> str:
+    return f"superpmi_{type_name}_summary_{target_os}_{target_arch}{part.suffix}.md"
 
 
-def summary_json_name(type_name: str, target_os: str, target_arch: str) -> str:
-    return f"superpmi_{type_name}_summary_{target_os}_{target_arch}.json"
+def summary_json_name(type_name: str, target_os: str, target_arch: str, part: Part = Part()) -> str:
+    return f"superpmi_{type_name}_summary_{target_os}_{target_arch}{part.suffix}.json"
 
 
-def status_name(target_os: str, target_arch: str) -> str:
+def status_name(target_os: str, target_arch: str, part: Part = Part()) -> str:
     """The driver's record of its steps, exit codes and baseline (suite extension)."""
-    return f"superpmi_status_{target_os}_{target_arch}.json"
+    return f"superpmi_status_{target_os}_{target_arch}{part.suffix}.json"
 
 
-def download_log_name(target_os: str, target_arch: str) -> str:
-    return f"superpmi_download_{target_os}_{target_arch}.log"
+def download_log_name(target_os: str, target_arch: str, part: Part = Part()) -> str:
+    return f"superpmi_download_{target_os}_{target_arch}{part.suffix}.log"
 
 
-def type_log_name(type_name: str, target_os: str, target_arch: str) -> str:
-    return f"superpmi_{type_name}_{target_os}_{target_arch}.log"
+def type_log_name(type_name: str, target_os: str, target_arch: str, part: Part = Part()) -> str:
+    return f"superpmi_{type_name}_{target_os}_{target_arch}{part.suffix}.log"
 
 
-def dasm_zip_name(target_os: str, target_arch: str) -> str:
-    return f"Asmdiffs_{target_os}_{target_arch}.zip"
+def dasm_zip_name(target_os: str, target_arch: str, part: Part = Part()) -> str:
+    return f"Asmdiffs_{target_os}_{target_arch}{part.suffix}.zip"
 
 
-def html_report_name(type_name: str, target_os: str, target_arch: str) -> str:
+def html_report_name(type_name: str, target_os: str, target_arch: str, part: Part = Part()) -> str:
     """The HTML diff explorer of a work item (suite extension)."""
-    return f"superpmi_{type_name}_report_{target_os}_{target_arch}.html"
+    return f"superpmi_{type_name}_report_{target_os}_{target_arch}{part.suffix}.html"
 
 
 def azdo_results_artifact(partition: Partition) -> str:
@@ -210,18 +282,18 @@ def github_results_artifact(host_arch: str, partition: Partition) -> str:
     return f"results-{host_arch}-{partition.name}"
 
 
-def declared_results(partition: Partition, types: Sequence[DiffType]) -> List[str]:
+def declared_results(partition: Partition, types: Sequence[DiffType], part: Part = Part()) -> List[str]:
     """The files a work item MUST leave in its upload root (Helix downloads them)."""
     os_name, arch = partition.target_os, partition.target_arch
-    names = [download_log_name(os_name, arch), status_name(os_name, arch)]
+    names = [download_log_name(os_name, arch, part), status_name(os_name, arch, part)]
     for diff_type in types:
-        names += [type_log_name(diff_type.name, os_name, arch),
-                  summary_md_name(diff_type.name, os_name, arch),
-                  summary_json_name(diff_type.name, os_name, arch)]
+        names += [type_log_name(diff_type.name, os_name, arch, part),
+                  summary_md_name(diff_type.name, os_name, arch, part),
+                  summary_json_name(diff_type.name, os_name, arch, part)]
         if diff_type.html_report:
-            names.append(html_report_name(diff_type.name, os_name, arch))
+            names.append(html_report_name(diff_type.name, os_name, arch, part))
     if any(t.wants_dasm_zip for t in types):
-        names.append(dasm_zip_name(os_name, arch))
+        names.append(dasm_zip_name(os_name, arch, part))
     return names
 
 
@@ -232,9 +304,12 @@ def overall_summary_name(type_name: str, platform: str, arch: str, short: bool =
     return f"{diff_type.order}_overall_{type_name}_{kind}_{platform}_{arch}.md"
 
 
-_RESULT_NAME_RE = re.compile(r"^superpmi_(asmdiffs|tpdiff|memdiff)_summary_(.*)_(.*)\.(md|json)$", re.IGNORECASE)
-_REPORT_NAME_RE = re.compile(r"^superpmi_(asmdiffs|tpdiff|memdiff)_report_(.*)_(.*)\.html$", re.IGNORECASE)
-_STATUS_NAME_RE = re.compile(r"^superpmi_status_(.*)_(.*)\.json$", re.IGNORECASE)
+_PART_RE = r"(?:\.part(\d+)of(\d+))?"
+_RESULT_NAME_RE = re.compile(r"^superpmi_(asmdiffs|tpdiff|memdiff)_summary_(.*)_(.*?)" + _PART_RE + r"\.(md|json)$",
+                             re.IGNORECASE)
+_REPORT_NAME_RE = re.compile(r"^superpmi_(asmdiffs|tpdiff|memdiff)_report_(.*)_(.*?)" + _PART_RE + r"\.html$",
+                             re.IGNORECASE)
+_STATUS_NAME_RE = re.compile(r"^superpmi_status_(.*)_(.*?)" + _PART_RE + r"\.json$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -243,6 +318,16 @@ class ResultName:
     target_os: str
     target_arch: str
     extension: str
+    part: Part = Part()
+
+
+def _part_of(index: Optional[str], count: Optional[str]) -> Optional[Part]:
+    if index is None:
+        return Part()
+    try:
+        return Part.parse(f"{index}/{count}")
+    except ValueError:
+        return None
 
 
 def parse_result_name(file_name: str) -> Optional[ResultName]:
@@ -250,8 +335,11 @@ def parse_result_name(file_name: str) -> Optional[ResultName]:
     match = _RESULT_NAME_RE.match(file_name)
     if not match or "_short_" in file_name.lower():
         return None
+    part = _part_of(match.group(4), match.group(5))
+    if part is None:
+        return None
     return ResultName(match.group(1).lower(), normalize_os_label(match.group(2)), match.group(3).lower(),
-                      match.group(4).lower())
+                      match.group(6).lower(), part)
 
 
 def parse_report_name(file_name: str) -> Optional[ResultName]:
@@ -259,14 +347,27 @@ def parse_report_name(file_name: str) -> Optional[ResultName]:
     match = _REPORT_NAME_RE.match(file_name)
     if not match:
         return None
-    return ResultName(match.group(1).lower(), normalize_os_label(match.group(2)), match.group(3).lower(), "html")
+    part = _part_of(match.group(4), match.group(5))
+    if part is None:
+        return None
+    return ResultName(match.group(1).lower(), normalize_os_label(match.group(2)), match.group(3).lower(), "html",
+                      part)
 
 
 def parse_status_name(file_name: str) -> Optional[Tuple[str, str]]:
+    parsed = parse_status_name_part(file_name)
+    return parsed[:2] if parsed is not None else None  # type: ignore[return-value]
+
+
+def parse_status_name_part(file_name: str) -> Optional[Tuple[str, str, Part]]:
+    """(os, arch, part) of a status file name."""
     match = _STATUS_NAME_RE.match(file_name)
     if not match:
         return None
-    return normalize_os_label(match.group(1)), match.group(2).lower()
+    part = _part_of(match.group(3), match.group(4))
+    if part is None:
+        return None
+    return normalize_os_label(match.group(1)), match.group(2).lower(), part
 
 
 def normalize_os_label(text: str) -> str:

@@ -12,7 +12,7 @@ from typing import List, Mapping, Optional, Sequence, Tuple, Union
 from spmi.base import platforms
 from spmi.base.errors import SuiteError
 from spmi.pipeline import common as pipeline
-from spmi.pipeline.common import Partition
+from spmi.pipeline.common import Part, Partition
 
 log = logging.getLogger("superpmi")
 
@@ -119,10 +119,19 @@ class CollectionPlan:
 
     common: Tuple[Token, ...] = ()
     per_partition: Tuple[Tuple[str, Tuple[Token, ...]], ...] = ()
+    #: partitions spread over several work items: each work item's `-mch_files` (instead of the above)
+    split: Tuple[Tuple[str, Tuple[Tuple[Token, ...], ...]], ...] = ()
 
     def for_partition(self, name: str) -> CollectionArgs:
         own = dict(self.per_partition).get(name, ())
         return CollectionArgs(self.common + own)
+
+    def work_items_for(self, name: str) -> List[CollectionArgs]:
+        """One `CollectionArgs` per work item of the partition (one unless it is split)."""
+        parts = dict(self.split).get(name, ())
+        if len(parts) > 1:
+            return [CollectionArgs(tokens) for tokens in parts]
+        return [self.for_partition(name)]
 
 
 @dataclass(frozen=True)
@@ -132,6 +141,12 @@ class WorkItem:
     command: Tuple[Token, ...]
     results: Tuple[str, ...]
     timeout: str = pipeline.WORK_ITEM_TIMEOUT
+    part: Part = Part()
+
+
+def work_item_name(partition: Partition, part: Part) -> str:
+    """`linux-x64`, or `linux-x64-part2of3` for one of several work items of a target."""
+    return f"{partition.name}-part{part.index}of{part.count}" if part.split else partition.name
 
 
 def split_options(text: Optional[str]) -> List[str]:
@@ -141,8 +156,9 @@ def split_options(text: Optional[str]) -> List[str]:
 
 def work_item_command(partition: Partition, host_os: str, type_name: str,
                       base_jit_options: Sequence[str] = (), diff_jit_options: Sequence[str] = (),
-                      collections: CollectionArgs = CollectionArgs()) -> Tuple[Token, ...]:
-    """docs/contracts.md §12.15 work-item command for one partition."""
+                      collections: CollectionArgs = CollectionArgs(), part: Part = Part()) -> Tuple[Token, ...]:
+    """docs/contracts.md §12.15 work-item command for one partition (`-part K/N` for one of
+    several work items of a target)."""
     tokens: List[Token] = [
         (PYTHON,), under(PAYLOAD, host_os, pipeline.DRIVER_SCRIPT),
         literal("-base_jit_directory"), under(PAYLOAD, host_os, pipeline.BASE_DIR),
@@ -156,6 +172,8 @@ def work_item_command(partition: Partition, host_os: str, type_name: str,
         tokens += [literal("-base_jit_options"), literal(";".join(base_jit_options))]
     if diff_jit_options:
         tokens += [literal("-diff_jit_options"), literal(";".join(diff_jit_options))]
+    if part.split:
+        tokens += [literal("-part"), literal(f"{part.index}/{part.count}")]
     if collections.mch_files:
         tokens += [literal("-mch_files"), *collections.mch_files]
     return tuple(tokens)
@@ -164,14 +182,18 @@ def work_item_command(partition: Partition, host_os: str, type_name: str,
 def plan_work_items(host_os: str, host_arch: str, type_name: str,
                     base_jit_options: Sequence[str] = (), diff_jit_options: Sequence[str] = (),
                     collections: CollectionPlan = CollectionPlan()) -> List[WorkItem]:
-    """One work item per partition of the host queue."""
+    """One work item per partition of the host queue, or several for a partition the
+    collection plan splits."""
     types = pipeline.expand_types(type_name)
     items = []
     for partition in pipeline.partitions_for_host(host_arch):
-        command = work_item_command(partition, host_os, type_name, base_jit_options, diff_jit_options,
-                                    collections.for_partition(partition.name))
-        items.append(WorkItem(name=partition.name, partition=partition, command=command,
-                              results=tuple(pipeline.declared_results(partition, types))))
+        per_item = collections.work_items_for(partition.name)
+        for index, item_collections in enumerate(per_item, start=1):
+            part = Part(index, len(per_item))
+            command = work_item_command(partition, host_os, type_name, base_jit_options, diff_jit_options,
+                                        item_collections, part)
+            items.append(WorkItem(name=work_item_name(partition, part), partition=partition, command=command,
+                                  results=tuple(pipeline.declared_results(partition, types, part)), part=part))
     return items
 
 

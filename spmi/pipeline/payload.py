@@ -93,6 +93,8 @@ class StageOptions:
     mch_files: List[str] = field(default_factory=list)
     private_stores: List[Path] = field(default_factory=list)
     jit_ee_version: Optional[str] = None
+    work_items_per_target: Optional[int] = 1        # None: from the collections' sizes
+    bytes_per_work_item: int = pipeline.AUTO_BYTES_PER_WORK_ITEM
 
 
 def copy_file(source: Path, target: Path) -> None:
@@ -155,18 +157,27 @@ def prepare_payload_directory(payload: Path, clean: bool) -> None:
     payload.mkdir(parents=True, exist_ok=True)
 
 
+#: One collection file staged in the payload: its `-mch_files` token and its size in bytes
+#: (0 when unknown: a URL).
+_Staged = Tuple[Token, int]
+
+
 def stage_collections(options: StageOptions) -> CollectionPlan:
     """Copy local collections into the payload so work items need nothing outside it.
 
     `-mch_files` go to every work item. A private store is split by target: each
     partition replays `<store>/<guid>/<os>/<arch>/` as its `-mch_files` (no download
     then); a partition the store has nothing for downloads its collections as usual.
+    With more than one work item per target, each work item of a partition gets its share
+    of the partition's collection files (`plan_parts`).
     """
     root = options.payload / pipeline.LOCAL_COLLECTIONS_DIR
     common: List[Token] = []
+    common_files: List[_Staged] = []
     for index, spec in enumerate(options.mch_files):
         if platforms.is_url(spec):
             common.append(literal(spec))
+            common_files.append((literal(spec), 0))
             continue
         source = Path(spec).resolve()
         if not source.exists():
@@ -181,7 +192,9 @@ def stage_collections(options: StageOptions) -> CollectionPlan:
             if companion.is_file():
                 copy_file(companion, target.with_name(companion.name))
         common.append(under(PAYLOAD, options.host_os, pipeline.LOCAL_COLLECTIONS_DIR, *relative))
+        common_files += staged_files(target, relative, options.host_os)
     per_partition: List[Tuple[str, Tuple[Token, ...]]] = []
+    own_files: Dict[str, List[_Staged]] = {}
     if options.private_stores:
         guid = options.jit_ee_version or jit_ee_version_of(options.product_directory, options.host_os,
                                                             options.private_stores)
@@ -194,12 +207,51 @@ def stage_collections(options: StageOptions) -> CollectionPlan:
                 relative = [f"private_store_{index}", guid, partition.target_os, partition.target_arch]
                 copy_tree(source, root.joinpath(*relative))
                 tokens.append(under(PAYLOAD, options.host_os, pipeline.LOCAL_COLLECTIONS_DIR, *relative))
+                own_files.setdefault(partition.name, []).extend(
+                    staged_files(root.joinpath(*relative), relative, options.host_os))
             if tokens:
                 per_partition.append((partition.name, tuple(tokens)))
             else:
                 log.warning("Warning: no %s collections for %s/%s in the private store(s); work item %s "
                             "downloads them", guid, partition.target_os, partition.target_arch, partition.name)
-    return CollectionPlan(tuple(common), tuple(per_partition))
+    split = split_partitions(options, common_files, own_files, {name for name, _ in per_partition})
+    return CollectionPlan(tuple(common), tuple(per_partition), split)
+
+
+def staged_files(target: Path, relative: Sequence[str], host_os: str) -> List[_Staged]:
+    """The collection files of a staged `-mch_files` entry (a file, or a directory searched
+    as `superpmi.py` searches it), as tokens, in the order `superpmi.py` replays them."""
+    from spmi.sources import mch_sources
+    files = mch_sources.find_collection_files(target) if target.is_dir() else [target]
+    staged: List[_Staged] = []
+    for path in files:
+        inner = list(path.relative_to(target).parts) if target.is_dir() else []
+        staged.append((under(PAYLOAD, host_os, pipeline.LOCAL_COLLECTIONS_DIR, *relative, *inner),
+                       path.stat().st_size))
+    return staged
+
+
+def split_partitions(options: StageOptions, common_files: Sequence[_Staged], own_files: Mapping[str, List[_Staged]],
+                     with_store: set) -> Tuple[Tuple[str, Tuple[Tuple[Token, ...], ...]], ...]:
+    """Each partition's work items (their `-mch_files`) when it gets more than one."""
+    if options.work_items_per_target == 1:
+        return ()
+    split: List[Tuple[str, Tuple[Tuple[Token, ...], ...]]] = []
+    for partition in pipeline.partitions_for_host(options.host_arch):
+        files = list(common_files) + own_files.get(partition.name, [])
+        if not files or (not common_files and partition.name not in with_store):
+            (log.warning if options.work_items_per_target else log.debug)("Warning: %s downloads its collections in the work item, so it cannot be spread over "
+                        "several work items (pass -mch_files or -private_store for that)", partition.name)
+            continue
+        sizes = [(str(position), size) for position, (_, size) in enumerate(files)]
+        count = options.work_items_per_target or pipeline.auto_part_count(sizes, options.bytes_per_work_item)
+        parts = pipeline.plan_parts(sizes, count)
+        if len(parts) < 2:
+            continue
+        split.append((partition.name, tuple(tuple(files[int(key)][0] for key in part) for part in parts)))
+        log.info("%s: %d collection(s) over %d work items (%s bytes)", partition.name, len(files), len(parts),
+                 ", ".join(str(sum(files[int(key)][1] for key in part)) for part in parts))
+    return tuple(split)
 
 
 def jit_ee_version_of(product_directory: Path, host_os: str, stores: Sequence[Path]) -> str:

@@ -58,6 +58,22 @@ def used_dir(value: Optional[str], flag: str, used: bool) -> Optional[Path]:
     return existing_dir(value, flag)
 
 
+def work_items_per_target(text: str) -> Optional[int]:
+    """`-work_items_per_target`: a count (>= 1), or `auto` (None: from the collections' sizes)."""
+    value = (text or "1").strip().lower()
+    if value == "auto":
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise SuiteError(f"-work_items_per_target '{text}' is neither a count of at least 1 nor 'auto'")
+    return int(value)
+
+
+def positive(value: int, flag: str) -> int:
+    if value < 1:
+        raise SuiteError(f"{flag} {value} must be at least 1")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     logs.setup_logging(logs.parse_log_level(args.log_level), None)
     host_os, host_arch = resolve_host(args)
@@ -88,7 +104,9 @@ def run(args: argparse.Namespace) -> int:
         pin_directory=used_dir(args.pin_directory, "-pin_directory", pin),
         mch_files=list(args.mch_files or []),
         private_stores=[Path(s).resolve() for s in (args.private_store or [])],
-        jit_ee_version=args.jit_ee_version.lower() if args.jit_ee_version else None)
+        jit_ee_version=args.jit_ee_version.lower() if args.jit_ee_version else None,
+        work_items_per_target=work_items_per_target(args.work_items_per_target),
+        bytes_per_work_item=positive(args.bytes_per_work_item, "-bytes_per_work_item"))
     base_options, diff_options = split_options(args.base_jit_options), split_options(args.diff_jit_options)
     prepare_payload_directory(payload, args.clean)
     collections = stage_collections(options)

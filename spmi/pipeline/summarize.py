@@ -17,7 +17,7 @@ from urllib.parse import quote
 from spmi.base import cioutput, fsutil, platforms
 from spmi.base.errors import SuiteError
 from spmi.pipeline import common as pipeline
-from spmi.pipeline.common import DiffType
+from spmi.pipeline.common import DiffType, Part
 from spmi.reports import asm_overall, summaries
 from spmi.reports import pipeline_markdown as md
 
@@ -37,16 +37,29 @@ class PlatformFiles:
     summary_json: Optional[Path] = None
     status: Optional[Path] = None
     html: Optional[Path] = None
+    #: a target spread over several work items: each work item's files
+    parts: Dict[Part, "PlatformFiles"] = field(default_factory=dict)
+
+    @property
+    def whole(self) -> bool:
+        """Files of one work item for the whole target."""
+        return bool(self.markdown or self.summary_json or self.status or self.html)
+
+    def for_part(self, part: Part) -> "PlatformFiles":
+        if not part.split:
+            return self
+        return self.parts.setdefault(part, PlatformFiles(self.target_os, self.target_arch))
 
 
 def gather_files(directory: Path, type_name: str) -> Dict[Tuple[str, str], PlatformFiles]:
-    """Result files of `type_name` anywhere under `directory`, per (os, arch)."""
+    """Result files of `type_name` anywhere under `directory`, per (os, arch) (and per
+    work item of a target spread over several)."""
     found: Dict[Tuple[str, str], PlatformFiles] = {}
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
         result = pipeline.parse_result_name(path.name)
         if result is not None and result.type_name == type_name:
             key = (result.target_os, result.target_arch)
-            entry = found.setdefault(key, PlatformFiles(*key))
+            entry = found.setdefault(key, PlatformFiles(*key)).for_part(result.part)
             attribute = "markdown" if result.extension == "md" else "summary_json"
             if getattr(entry, attribute) is None:
                 setattr(entry, attribute, path)
@@ -57,14 +70,15 @@ def gather_files(directory: Path, type_name: str) -> Dict[Tuple[str, str], Platf
         if report is not None and report.type_name == type_name:
             entry = found.setdefault((report.target_os, report.target_arch), PlatformFiles(report.target_os,
                                                                                            report.target_arch))
+            entry = entry.for_part(report.part)
             entry.html = entry.html or path
             continue
-        status = pipeline.parse_status_name(path.name)
+        status = pipeline.parse_status_name_part(path.name)
         if status is not None:
-            entry = found.setdefault(status, PlatformFiles(*status))
+            entry = found.setdefault(status[:2], PlatformFiles(*status[:2])).for_part(status[2])
             if entry.status is None:
                 entry.status = path
-    return {k: v for k, v in found.items() if v.markdown or v.summary_json or v.status or v.html}
+    return {k: v for k, v in found.items() if v.whole or any(p.whole for p in v.parts.values())}
 
 
 def read_text(path: Optional[Path]) -> Optional[str]:
@@ -95,10 +109,14 @@ def report_links(states: Sequence["PlatformState"], host_arch: str, github: bool
     links = []
     for state in states:
         partition = pipeline.partition_for_target(state.target_os, state.target_arch)
-        if state.html_report and partition is not None:
-            artifact = (pipeline.github_results_artifact(host_arch, partition) if github
-                        else pipeline.azdo_results_artifact(partition))
+        if partition is None:
+            continue
+        artifact = (pipeline.github_results_artifact(host_arch, partition) if github
+                    else pipeline.azdo_results_artifact(partition))
+        if state.html_report:
             links.append(md.ReportLink(state.label, state.html_report, artifact))
+        for part, report in state.part_reports:  # a target over several work items: one report each
+            links.append(md.ReportLink(f"{state.label} ({part.label})", report, artifact))
     return links
 
 
@@ -129,6 +147,14 @@ class PlatformState:
     expected: bool = True
     type_name: str = ""      # the diff type summarized; '' = every step of the work item counts
     html_report: str = ""    # file name of the HTML diff explorer the work item left ('' for none)
+    part_statuses: List[Dict[str, object]] = field(default_factory=list)  # a target over several work items
+    part_reports: List[Tuple[Part, str]] = field(default_factory=list)    # their HTML reports
+
+    @property
+    def statuses(self) -> List[Mapping[str, object]]:
+        if self.part_statuses:
+            return list(self.part_statuses)
+        return [self.status] if self.status is not None else []
 
     @property
     def label(self) -> str:
@@ -140,18 +166,20 @@ class PlatformState:
 
     @property
     def work_item_failed(self) -> bool:
-        """A step of this type (or a shared one, such as download) failed."""
-        if self.status is None:
-            return False
-        if not self.status.get("steps"):
-            return not self.status.get("ok", False)
-        return any(not step.get("ok", True) for step in relevant_steps(self.status, self.type_name))
+        """A step of this type (or a shared one, such as download) failed (in any of its work items)."""
+        for status in self.statuses:
+            if not status.get("steps"):
+                if not status.get("ok", False):
+                    return True
+            elif any(not step.get("ok", True) for step in relevant_steps(status, self.type_name)):
+                return True
+        return False
 
     @property
     def gate_failed(self) -> bool:
         """A step of this type crossed its gate (memdiff: BytesAllocated grew too much)."""
-        return self.status is not None and any(
-            step.get("gate") and not step.get("ok", True) for step in relevant_steps(self.status, self.type_name))
+        return any(step.get("gate") and not step.get("ok", True)
+                   for status in self.statuses for step in relevant_steps(status, self.type_name))
 
     @property
     def replay_problems(self) -> bool:
@@ -204,29 +232,109 @@ def build_states(files: Mapping[Tuple[str, str], PlatformFiles], expected: Seque
     for key in keys:
         entry = files.get(key, PlatformFiles(*key))
         state = PlatformState(key[0], key[1], expected=key in expected, type_name=type_name)
-        state.markdown = read_text(entry.markdown)
-        state.html_report = entry.html.name if entry.html is not None and is_report(entry.html) else ""
-        status_text = read_text(entry.status)
-        if status_text is not None:
-            try:
-                state.status = json.loads(status_text)
-            except ValueError:
-                state.problems.append(f"{entry.status.name} is not valid JSON")  # type: ignore[union-attr]
-        json_text = read_text(entry.summary_json)
-        if json_text is not None and load_summary is not None:
-            try:
-                state.summary = load_summary(json_text, str(entry.summary_json))
-            except SuiteError as exc:
-                state.problems.append(str(exc))
+        if entry.parts and not entry.whole:
+            merge_parts(state, entry, load_summary)
+        else:
+            if entry.parts:
+                log.warning("Warning: %s has results of one work item and of several; using the one's",
+                            state.label)
+            read_work_item(state, entry, load_summary)
         if state.missing:
             state.problems.insert(0, "MISSING: the work item left no summary")
         # With a summary, its replay problems (asserts, failures) are shown in detail below.
         brief = state.summary is not None and state.replay_problems
-        state.problems.extend(status_problems(state.status, brief=brief, type_name=type_name))
+        if state.part_statuses:
+            for part, status in zip(part_list(entry), state.part_statuses):
+                state.problems.extend(f"{part.label}: {line}"
+                                      for line in status_problems(status, brief=brief, type_name=type_name))
+        else:
+            state.problems.extend(status_problems(state.status, brief=brief, type_name=type_name))
         if brief:
             state.problems.append("replay problems: see below")
         states.append(state)
     return states
+
+
+def read_work_item(state: PlatformState, entry: PlatformFiles,
+                   load_summary: Optional[Callable[[str, str], object]]) -> None:
+    """What one work item left: its markdown, HTML report, status and (when loadable) JSON summary."""
+    state.markdown = read_text(entry.markdown)
+    state.html_report = entry.html.name if entry.html is not None and is_report(entry.html) else ""
+    status_text = read_text(entry.status)
+    if status_text is not None:
+        try:
+            state.status = json.loads(status_text)
+        except ValueError:
+            state.problems.append(f"{entry.status.name} is not valid JSON")  # type: ignore[union-attr]
+    json_text = read_text(entry.summary_json)
+    if json_text is not None and load_summary is not None:
+        try:
+            state.summary = load_summary(json_text, str(entry.summary_json))
+        except SuiteError as exc:
+            state.problems.append(str(exc))
+
+
+def part_list(entry: PlatformFiles) -> List[Part]:
+    """Every work item of a split target: 1..N (N as the result names say; the largest)."""
+    count = max(part.count for part in entry.parts)
+    return [Part(index, count) for index in range(1, count + 1)]
+
+
+def merge_parts(state: PlatformState, entry: PlatformFiles,
+                load_summary: Optional[Callable[[str, str], object]]) -> None:
+    """A target spread over several work items, as one platform: the parts' JSON summaries
+    merged into what one work item for all the collections writes (asmdiffs: the summary;
+    tpdiff/memdiff: the markdown rendered from the merged runs). A part that left nothing
+    (or whose work item failed) shows as that part's problem; the others are still summarized."""
+    summaries: List[object] = []
+    documents: List[Dict[str, object]] = []
+    for part in part_list(entry):
+        files = entry.parts.get(part, PlatformFiles(entry.target_os, entry.target_arch))
+        piece = PlatformState(entry.target_os, entry.target_arch, type_name=state.type_name)
+        read_work_item(piece, files, load_summary)
+        state.problems.extend(f"{part.label}: {problem}" for problem in piece.problems)
+        state.part_statuses.append(piece.status if piece.status is not None else {"ok": False, "steps": []})
+        if piece.html_report:
+            state.part_reports.append((part, piece.html_report))
+        if load_summary is not None:
+            if piece.summary is not None:
+                summaries.append(piece.summary)
+            else:
+                state.problems.append(f"{part.label}: the work item left no summary")
+            continue
+        document = metric_document(files)
+        if document is not None:
+            documents.append(document)
+        else:
+            state.problems.append(f"{part.label}: the work item left no summary")
+    state.status = next((s for s in state.part_statuses if s.get("steps")), None)
+    if summaries:
+        from spmi.reports import asm_model
+        state.summary = asm_model.combine_partitions(summaries)  # type: ignore[arg-type]
+    elif documents:
+        try:
+            state.markdown = render_metric_documents(documents)
+        except (ValueError, KeyError, TypeError) as exc:
+            state.problems.append(f"cannot merge the work items' summaries ({exc})")
+
+
+def metric_document(files: PlatformFiles) -> Optional[Dict[str, object]]:
+    text = read_text(files.summary_json)
+    if text is None:
+        return None
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def render_metric_documents(documents: Sequence[Mapping[str, object]]) -> str:
+    """The long markdown a tpdiff/memdiff work item writes for the merged runs."""
+    from spmi.formats import details
+    from spmi.reports import metric_markdown, metric_model
+    run = metric_model.merge_runs([metric_model.run_from_json(document) for document in documents])
+    return metric_markdown.render(run, True, details.metric_direction)
 
 
 def title_for(diff_type: DiffType, platform: str, arch: str) -> str:

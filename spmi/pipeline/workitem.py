@@ -19,7 +19,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from spmi.base import fsutil, platforms, runner
 from spmi.base.errors import SuiteError
 from spmi.pipeline import common as pipeline
-from spmi.pipeline.common import DiffType, Partition
+from spmi.pipeline.common import DiffType, Part, Partition
 
 log = logging.getLogger("superpmi")
 STATUS_VERSION = 1
@@ -42,6 +42,7 @@ class DriverConfig:
     mch_files: List[str] = field(default_factory=list)
     private_stores: List[str] = field(default_factory=list)
     python: str = sys.executable
+    part: Part = Part()
 
     @property
     def host_arch(self) -> str:
@@ -60,6 +61,11 @@ class DriverConfig:
     def partition(self) -> Partition:
         known = pipeline.partition_for_target(self.target_os, self.target_arch)
         return known or Partition(f"{self.target_os}-{self.target_arch}", self.target_os, self.target_arch)
+
+    @property
+    def name(self) -> str:
+        """The work item: the partition, and which part of it when the target is split."""
+        return self.partition.name + (f" ({self.part.label})" if self.part.split else "")
 
     def base_jit(self, diff_type: DiffType) -> Path:
         return self.base_jit_directory / diff_type.flavour / self.jit_name
@@ -89,7 +95,7 @@ def collection_args(cfg: DriverConfig) -> List[str]:
 
 
 def download_argv(cfg: DriverConfig) -> List[str]:
-    log_file = cfg.upload / pipeline.download_log_name(cfg.target_os, cfg.target_arch)
+    log_file = cfg.upload / pipeline.download_log_name(cfg.target_os, cfg.target_arch, cfg.part)
     return [cfg.python, superpmi_script(cfg), "download", "--no_progress",
             "-core_root", str(cfg.payload), "-arch", cfg.host_arch,
             "-target_os", cfg.target_os, "-target_arch", cfg.target_arch,
@@ -98,7 +104,7 @@ def download_argv(cfg: DriverConfig) -> List[str]:
 
 
 def diff_argv(cfg: DriverConfig, diff_type: DiffType) -> List[str]:
-    log_file = cfg.upload / pipeline.type_log_name(diff_type.name, cfg.target_os, cfg.target_arch)
+    log_file = cfg.upload / pipeline.type_log_name(diff_type.name, cfg.target_os, cfg.target_arch, cfg.part)
     argv = [cfg.python, superpmi_script(cfg), diff_type.name, "--no_progress",
             "-core_root", str(cfg.payload), "-arch", cfg.host_arch,
             "-target_os", cfg.target_os, "-target_arch", cfg.target_arch,
@@ -238,7 +244,7 @@ def upload_html_report(cfg: DriverConfig, diff_type: DiffType) -> Optional[Path]
     if report is None:
         log.warning("Warning: superpmi.py %s wrote no HTML report", diff_type.name)
         return None
-    target = cfg.upload / pipeline.html_report_name(diff_type.name, cfg.target_os, cfg.target_arch)
+    target = cfg.upload / pipeline.html_report_name(diff_type.name, cfg.target_os, cfg.target_arch, cfg.part)
     shutil.copyfile(report, target)
     return target
 
@@ -272,7 +278,7 @@ def run_diff_type(cfg: DriverConfig, diff_type: DiffType, env: Mapping[str, str]
         steps.append(StepResult(diff_type.name, 1, False, "", missing))
         return steps
     remove_stale_summaries(cfg.spmi_location, diff_type)
-    log_name = pipeline.type_log_name(diff_type.name, cfg.target_os, cfg.target_arch)
+    log_name = pipeline.type_log_name(diff_type.name, cfg.target_os, cfg.target_arch, cfg.part)
     steps.append(run_step(diff_type.name, diff_argv(cfg, diff_type), cfg.payload, env, log_name))
     mark_gate(steps[-1], diff_type)
     summary_json = newest_summary(cfg.spmi_location, diff_type, ".json")
@@ -280,12 +286,14 @@ def run_diff_type(cfg: DriverConfig, diff_type: DiffType, env: Mapping[str, str]
         steps[-1].problems.append(f"superpmi.py {diff_type.name} wrote no summary")
         steps[-1].ok = False
         return steps
-    upload_json = cfg.upload / pipeline.summary_json_name(diff_type.name, cfg.target_os, cfg.target_arch)
+    upload_json = cfg.upload / pipeline.summary_json_name(diff_type.name, cfg.target_os, cfg.target_arch, cfg.part)
     shutil.copyfile(summary_json, upload_json)
     if diff_type.name == "asmdiffs":
         annotate_asmdiffs_summary(upload_json, cfg, read_baseline_hashes(cfg.base_jit_directory).get(diff_type.flavour))
+    else:
+        annotate_metric_summary(upload_json, cfg)
     upload_html_report(cfg, diff_type)
-    upload_md = cfg.upload / pipeline.summary_md_name(diff_type.name, cfg.target_os, cfg.target_arch)
+    upload_md = cfg.upload / pipeline.summary_md_name(diff_type.name, cfg.target_os, cfg.target_arch, cfg.part)
     render = run_step(f"{diff_type.name} markdown", render_argv(cfg, diff_type, upload_json, upload_md),
                       cfg.payload, env)
     if render.ok and not upload_md.is_file():
@@ -308,7 +316,42 @@ def annotate_asmdiffs_summary(path: Path, cfg: DriverConfig, baseline_hash: Opti
                                           baseline_hash, cfg.base_jit_options, cfg.diff_jit_options)
     if baseline_hash:
         summary.baseline = f"{baseline_hash} (rolling build used by the pipeline)"
+    payload_relative = PayloadPaths(cfg.payload, cfg.host_os)
+    summary.base_jit_path = payload_relative(summary.base_jit_path)
+    summary.diff_jit_path = payload_relative(summary.diff_jit_path)
+    for collection in summary.collections:
+        collection.repro_commands = [payload_relative(command) for command in collection.repro_commands]
+        for example in collection.examples:
+            example.repro_command = payload_relative(example.repro_command)
     fsutil.atomic_write_text(path, summary.to_json())
+
+
+def annotate_metric_summary(path: Path, cfg: DriverConfig) -> None:
+    """The repro line of a tpdiff/memdiff summary, with the payload's paths as the payload variable."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        log.warning("Warning: cannot annotate %s: %s", path.name, exc)
+        return
+    if isinstance(document, dict) and isinstance(document.get("repro"), str):
+        repro = PayloadPaths(cfg.payload, cfg.host_os)(document["repro"])
+        if repro != document["repro"]:
+            document["repro"] = repro
+            fsutil.atomic_write_text(path, json.dumps(document, indent=1, allow_nan=False) + "\n")
+
+
+class PayloadPaths:
+    """Text with this machine's correlation payload folder written as the Helix variable that
+    names it (`$HELIX_CORRELATION_PAYLOAD`, `%HELIX_CORRELATION_PAYLOAD%` on Windows): the
+    same on every work item, and what one types on a Helix machine."""
+
+    def __init__(self, payload: Path, host_os: str) -> None:
+        self.prefix = str(payload)
+        self.variable = ("%HELIX_CORRELATION_PAYLOAD%" if host_os == platforms.WINDOWS
+                         else "$HELIX_CORRELATION_PAYLOAD")
+
+    def __call__(self, text: str) -> str:
+        return text.replace(self.prefix, self.variable) if self.prefix else text
 
 
 def zip_dasm_files(spmi_location: Path, target: Path) -> int:
@@ -349,6 +392,8 @@ def status_document(cfg: DriverConfig, steps: Sequence[StepResult], hashes: Mapp
     return {
         "version": STATUS_VERSION,
         "partition": cfg.partition.name,
+        "part": cfg.part.index,
+        "parts": cfg.part.count,
         "target_os": cfg.target_os,
         "target_arch": cfg.target_arch,
         "host_arch": cfg.host_arch,
@@ -370,24 +415,24 @@ def run_work_item(cfg: DriverConfig, environ: Mapping[str, str]) -> int:
     cfg.spmi_location.mkdir(parents=True, exist_ok=True)
     env = tool_environment(cfg.payload, environ)
     steps: List[StepResult] = []
-    log.info("Work item %s: %s with %s (host arch %s)", cfg.partition.name, "/".join(t.name for t in cfg.types),
+    log.info("Work item %s: %s with %s (host arch %s)", cfg.name, "/".join(t.name for t in cfg.types),
              cfg.jit_name, cfg.host_arch)
     try:
         download = run_step("download", download_argv(cfg), cfg.payload, env,
-                            pipeline.download_log_name(cfg.target_os, cfg.target_arch))
+                            pipeline.download_log_name(cfg.target_os, cfg.target_arch, cfg.part))
         steps.append(download)
         if download.ok:
             for diff_type in cfg.types:
                 steps.extend(run_diff_type(cfg, diff_type, env))
         if any(t.wants_dasm_zip for t in cfg.types):
-            zip_path = cfg.upload / pipeline.dasm_zip_name(cfg.target_os, cfg.target_arch)
+            zip_path = cfg.upload / pipeline.dasm_zip_name(cfg.target_os, cfg.target_arch, cfg.part)
             count = zip_dasm_files(cfg.spmi_location, zip_path)
             log.info("%s: %d .dasm file(s)", zip_path.name, count)
     except (SuiteError, OSError) as exc:
         log.error("Error: %s", exc)
         steps.append(StepResult("driver", 1, False, "", [str(exc)]))
-    declared = pipeline.declared_results(cfg.partition, cfg.types)
-    status_file = pipeline.status_name(cfg.target_os, cfg.target_arch)
+    declared = pipeline.declared_results(cfg.partition, cfg.types, cfg.part)
+    status_file = pipeline.status_name(cfg.target_os, cfg.target_arch, cfg.part)
     placeholders = write_placeholders(cfg.upload, [n for n in declared if n != status_file])
     if placeholders:
         log.warning("Warning: not produced, written as %s: %s", pipeline.EMPTY_PLACEHOLDER, ", ".join(placeholders))
@@ -396,9 +441,9 @@ def run_work_item(cfg: DriverConfig, environ: Mapping[str, str]) -> int:
     fsutil.atomic_write_text(cfg.upload / status_file, json.dumps(document, indent=2) + "\n")
     failed = [s.name + (" (memory gate)" if s.gate else "") for s in steps if not s.ok]
     if failed:
-        log.error("Error: work item %s failed in: %s", cfg.partition.name, ", ".join(failed))
+        log.error("Error: work item %s failed in: %s", cfg.name, ", ".join(failed))
         return 1
-    log.info("Work item %s done", cfg.partition.name)
+    log.info("Work item %s done", cfg.name)
     return 0
 
 
@@ -431,4 +476,14 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> Dr
         diff_jit_options=split_options(args.diff_jit_options),
         mch_files=list(args.mch_files or []),
         private_stores=list(args.private_store or []),
-        python=environ.get("HELIX_PYTHONPATH") or sys.executable)
+        python=environ.get("HELIX_PYTHONPATH") or sys.executable,
+        part=part_from_args(getattr(args, "part", None)))
+
+
+def part_from_args(text: Optional[str]) -> Part:
+    if not text:
+        return Part()
+    try:
+        return Part.parse(text)
+    except ValueError as exc:
+        raise SuiteError(f"-part {exc}") from None
