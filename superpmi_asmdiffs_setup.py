@@ -24,7 +24,6 @@ with the same PIN).
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -75,8 +74,8 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--run_locally", action="store_true",
                         help="then run every work item here as Helix would, and summarize")
     parser.add_argument("-local_directory", help="where --run_locally works (default: <payload>_local)")
-    parser.add_argument("-parallelism", type=int, default=min(4, os.cpu_count() or 1),
-                        help="work items run at once with --run_locally")
+    parser.add_argument("-jobs", "-parallelism", dest="jobs", type=int, metavar="N",
+                        help="work items run at once with --run_locally (default: the CPUs this process may use)")
     parser.add_argument("-work_items_per_target", default="1", metavar="N|auto",
                         help="spread each target's collections over N Helix work items, assigned by size so that "
                              "they finish together; 'auto': one per -bytes_per_work_item of collections "

@@ -117,7 +117,7 @@ def run_pipeline(root: Path, toolchain: Path, store: Path, work_items: str) -> P
             "-base_jit_directory", str(toolchain / "base"), "-base_git_hash", "0" * 40, "-private_store", str(store),
             "-release_product_directory", str(toolchain / "release" / "diff"), "-release_base_jit_directory",
             str(toolchain / "release" / "base"), "-pin_directory", str(toolchain / "pintools" / "1.0" / HOST_OS),
-            "-type", "all", "--run_locally", "-parallelism", "3", "-work_items_per_target", work_items]
+            "-type", "all", "--run_locally", "-jobs", "3", "-work_items_per_target", work_items]
     work = root / f"cwd_{work_items}"
     work.mkdir()
     proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900)
@@ -221,3 +221,24 @@ def test_a_failed_part_shows_as_that_part_the_rest_still_summarized(runs, tmp_pa
     assert len(kept) == 2 and all(name in overall for name in kept)
     issues = [line for line in proc.stdout.splitlines() if "task.logissue" in line]
     assert any("windows x86" in line and "part 2 of 3" in line for line in issues)
+
+
+def test_jobs_option_and_payload_copies_that_share_the_collections(tmp_path: Path) -> None:
+    import superpmi_asmdiffs_setup
+    from spmi.pipeline import local_runner
+    base = ["-product_directory", "p", "-payload_directory", "q"]
+    parser = superpmi_asmdiffs_setup.build_parser()
+    assert parser.parse_args(base + ["-jobs", "2"]).jobs == 2
+    assert parser.parse_args(base + ["-parallelism", "5"]).jobs == 5  # the older name
+    assert parser.parse_args(base).jobs is None  # setup then takes platforms.usable_cpu_count()
+    with pytest.raises(SuiteError):
+        setup.positive(0, "-jobs")
+    payload = tmp_path / "payload"
+    (payload / "collections" / "s").mkdir(parents=True)
+    (payload / "collections" / "s" / "a.mch").write_bytes(b"mc" * 100)
+    (payload / "superpmi.py").write_text("x", encoding="utf-8")
+    local_runner.copy_payload(payload, tmp_path / "item")
+    assert (tmp_path / "item" / "collections" / "s" / "a.mch").read_bytes() == b"mc" * 100
+    assert (tmp_path / "item" / "collections" / "s" / "a.mch").stat().st_ino == \
+        (payload / "collections" / "s" / "a.mch").stat().st_ino or sys.platform.startswith("win")
+    assert (tmp_path / "item" / "superpmi.py").stat().st_ino != (payload / "superpmi.py").stat().st_ino

@@ -77,6 +77,17 @@ def normalize_build_type(text: str) -> Optional[str]:
 
 # ---------------------------------------------------------------- file names
 
+def usable_cpu_count() -> int:
+    """CPUs this process may run on (its affinity where the OS tells, else all); at least 1."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        try:
+            return max(1, len(affinity(0)))
+        except OSError:
+            pass
+    return max(1, os.cpu_count() or 1)
+
+
 def exe_name(tool: str, host_os: str) -> str:
     """`superpmi` -> `superpmi.exe` on Windows."""
     return tool + ".exe" if host_os == WINDOWS else tool

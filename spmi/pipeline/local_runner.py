@@ -57,6 +57,24 @@ def helix_variables(item: WorkItem, directory: Path, payload: Path, python: str,
     }
 
 
+def copy_payload(payload: Path, target: Path) -> None:
+    """A work item's own copy of the payload; the collections (read only, and most of the
+    bytes) are hard links where the file system allows, so that several work items of a
+    target do not each copy all of them."""
+    collections = payload / pipeline.LOCAL_COLLECTIONS_DIR
+
+    def copy(source: str, destination: str) -> None:
+        if Path(source).is_relative_to(collections):
+            try:
+                os.link(source, destination)
+                return
+            except OSError:
+                pass
+        shutil.copy2(source, destination)
+
+    shutil.copytree(payload, target, symlinks=True, copy_function=copy)
+
+
 def run_work_item_locally(item: WorkItem, payload: Path, root: Path, python: str, correlation_id: str,
                           base_env: Mapping[str, str]) -> LocalResult:
     """Run one work item as Helix would: a fresh directory with its own payload copy."""
@@ -64,7 +82,7 @@ def run_work_item_locally(item: WorkItem, payload: Path, root: Path, python: str
     if directory.exists():
         shutil.rmtree(directory)
     item_payload = directory / "payload"
-    shutil.copytree(payload, item_payload, symlinks=True)
+    copy_payload(payload, item_payload)
     for sub in ("upload", "work", "dumps"):
         (directory / sub).mkdir(parents=True)
     helix = helix_variables(item, directory, item_payload, python, correlation_id)
@@ -112,7 +130,7 @@ def run_locally(items: Sequence[WorkItem], payload: Path, local_dir: Path, host_
             shutil.rmtree(stale)
     work_root.mkdir(parents=True)
     correlation_id = str(uuid.uuid4())
-    log.info("Running %d work item(s) locally in %s", len(items), work_root)
+    log.info("Running %d work item(s) locally in %s, %d at a time", len(items), work_root, max(1, parallelism))
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, parallelism)) as pool:
         futures = [pool.submit(run_work_item_locally, item, payload, work_root, sys.executable, correlation_id,
                                dict(os.environ)) for item in items]

@@ -127,4 +127,5 @@ def run(args: argparse.Namespace) -> int:
     if not args.run_locally:
         return 0
     local_dir = Path(args.local_directory).resolve() if args.local_directory else payload.with_name(payload.name + "_local")
-    return run_locally(items, payload, local_dir, host_os, host_arch, args.type, source, args.parallelism)
+    jobs = positive(args.jobs, "-jobs") if args.jobs is not None else platforms.usable_cpu_count()
+    return run_locally(items, payload, local_dir, host_os, host_arch, args.type, source, jobs)
