@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,8 +22,7 @@ from spmi.pipeline import common as pipeline
 from spmi.pipeline import helix, setup
 from spmi.pipeline import summarize as pipeline_summarize
 from spmi.pipeline.common import Part
-from spmi.reports import asm_model
-from spmi.reports import metric_model
+from spmi.reports import asm_model, metric_model
 
 REPO = Path(__file__).resolve().parent.parent
 HOST_OS = "windows" if sys.platform.startswith("win") else ("osx" if sys.platform == "darwin" else "linux")
@@ -182,11 +182,22 @@ def test_merged_metric_json_equals_the_single_work_item(runs) -> None:
         assert rendered == single_md
 
 
-def test_overall_summaries_are_identical(runs) -> None:
+REPORT_LINK = re.compile(r"^\* windows x86.*: `superpmi_asmdiffs_report_windows_x86[.a-z0-9]*\.html`.*\n", re.MULTILINE)
+
+
+def test_overall_summaries_are_identical_but_for_one_html_report_per_work_item(runs) -> None:
     for type_name in ("asmdiffs", "tpdiff", "memdiff"):
         one, three = runs["1"].overall(type_name), runs["3"].overall(type_name)
         assert "windows x86" in one and "Work item problems" in one  # linux arm is missing in both
-        assert three == one, type_name
+        assert REPORT_LINK.sub("", three) == REPORT_LINK.sub("", one), type_name
+    one, three = runs["1"].overall("asmdiffs"), runs["3"].overall("asmdiffs")
+    assert [m.group(0).split("`")[1] for m in REPORT_LINK.finditer(one)] == \
+        ["superpmi_asmdiffs_report_windows_x86.html"]
+    assert [m.group(0).split("`")[1] for m in REPORT_LINK.finditer(three)] == \
+        [f"superpmi_asmdiffs_report_windows_x86.part{k}of3.html" for k in (1, 2, 3)]
+    for k in (1, 2, 3):
+        assert (runs["3"].results / f"win-x86-part{k}of3" / f"superpmi_asmdiffs_report_windows_x86.part{k}of3.html"
+                ).is_file()
 
 
 def test_a_failed_part_shows_as_that_part_the_rest_still_summarized(runs, tmp_path: Path) -> None:
