@@ -13,7 +13,7 @@ Goals: peak RSS <= 200 MB at 1,000,000 contexts; <= 10 µs of suite CPU per cont
 The sample superpmi's modelled costs are set to 0 so that the runs stay short.
 Numbers only; nothing is asserted. Unix only (resource module).
 
-    python bench/scale.py [--sizes 100000,500000] [--keep DIR]
+    python bench/scale.py [--sizes 100000,500000] [--keep DIR] [--no_html]
 """
 from __future__ import annotations
 
@@ -51,12 +51,12 @@ def toolchain_for(work: Path, contexts: int) -> Path:
     return toolchain
 
 
-def run_asmdiffs(toolchain: Path, out: Path) -> Dict[str, float]:
+def run_asmdiffs(toolchain: Path, out: Path, extra: List[str]) -> Dict[str, float]:
     [mch] = sorted(toolchain.glob("collections/*/linux/x64/libraries.pmi.*.mch"))
     argv = [sys.executable, "-c", SELF_USAGE_WRAPPER, str(ROOT / "superpmi.py"), "asmdiffs",
             "-arch", "x64", "-target_os", "linux", "-target_arch", "x64",
             "-core_root", str(toolchain / "core_root"), "-base_jit_path", str(toolchain / "base" / "libclrjit.so"),
-            "-mch_files", str(mch), "-spmi_location", str(out), "--no_progress"]
+            "-mch_files", str(mch), "-spmi_location", str(out), "--no_progress", *extra]
     env = dict(os.environ, SPMI_SAMPLE_START_MS="0", SPMI_SAMPLE_COMPILE_US="0")
     started = time.perf_counter()
     proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -79,6 +79,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="100000,500000,1000000", help="comma-separated context counts")
     parser.add_argument("--keep", help="make (or reuse) the toolchains here and keep them")
+    parser.add_argument("--no_html", action="store_true",
+                        help="pass --no_html (no HTML diff explorer: its cost follows the picked listings, "
+                             "not the contexts)")
     args = parser.parse_args()
     sizes: List[int] = [int(size) for size in args.sizes.split(",") if size]
     print(f"cores: {os.cpu_count()}, load average before: {load_average()}")
@@ -87,7 +90,8 @@ def main() -> int:
     with work_folder(args.keep, "bench-scale-") as work:
         for contexts in sizes:
             toolchain = toolchain_for(work, contexts)
-            figures = run_asmdiffs(toolchain, work / f"spmi-{contexts}-{time.time_ns()}")
+            figures = run_asmdiffs(toolchain, work / f"spmi-{contexts}-{time.time_ns()}",
+                                   ["--no_html"] if args.no_html else [])
             print(f"{contexts:>10} {figures['code']:>4} {figures['rss_mb']:>12.1f} {figures['cpu']:>12.2f} "
                   f"{figures['cpu'] / contexts * 1e6:>11.2f} {figures['wall']:>8.1f}  {load_average()}", flush=True)
     print("goals: peak RSS <= 200 MB at 1,000,000 contexts; <= 10 µs suite CPU per context")
