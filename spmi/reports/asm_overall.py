@@ -5,14 +5,17 @@ one box at the top, one impact table across platforms, then per platform a
 heading, a one-line result ("No diffs" or the totals), the repro command and the
 platform's summary collapsed. The `*_within` functions drop whole sections —
 example diffs first, then Details, then the extra sections, then (merged only)
-per-platform bodies — until the text fits, and say so in a `Truncated:` note;
-the failures box and the impact table are never dropped. Pure functions.
+per-platform bodies — until the text fits, and say so in a `Truncated:` note.
+The fitting is `spmi.reports.budget`: the failures box and the impact table are
+never dropped with the sections, and a last-resort cut never cuts the impact
+table. Pure functions.
 """
 from __future__ import annotations
 
 from typing import Callable, FrozenSet, List, Optional, Sequence, Tuple
 
 from spmi.base.cioutput import GITHUB_COMMENT_LIMIT, GITHUB_STEP_SUMMARY_LIMIT
+from spmi.reports import budget
 from spmi.reports.asm_markdown import (
     RenderOptions,
     collection_examples_block,
@@ -29,6 +32,7 @@ from spmi.reports.asm_markdown import (
     truncation_note,
 )
 from spmi.reports.asm_model import AsmDiffsSummary, MergedSummary
+from spmi.reports.budget import Limit
 
 FILE_LIMIT_BYTES = GITHUB_STEP_SUMMARY_LIMIT       # 1 MiB per step summary
 SHORT_LIMIT_CHARS = GITHUB_COMMENT_LIMIT           # 65,536 characters per comment
@@ -41,63 +45,12 @@ BODY = "body"
 # What can be left out: (kind, platform, collection); platform "" for a single summary.
 DropKey = Tuple[str, str, str]
 Measure = Callable[[str], int]
+measure_bytes = budget.measure_bytes
+measure_chars = budget.measure_chars
 
 
-def measure_bytes(text: str) -> int:
-    return len(text.encode("utf-8"))
-
-
-def measure_chars(text: str) -> int:
-    return len(text)
-
-
-# ---------------------------------------------------------------- fitting
-
-def fit_to_budget(render: Callable[[FrozenSet[DropKey]], str], candidates: Sequence[DropKey], limit: int,
-                  measure: Measure, cut_note: str) -> str:
-    """Render with the fewest leading `candidates` dropped that fits `limit`.
-
-    If even dropping all of them is not enough, the text is cut at a line
-    boundary and `cut_note` appended, so the result always fits.
-    """
-    text = render(frozenset())
-    if measure(text) <= limit:
-        return text
-    smallest = render(frozenset(candidates))
-    if not candidates or measure(smallest) > limit:
-        return hard_cut(smallest, limit, measure, cut_note)
-    low, high = 1, len(candidates)
-    best = smallest                         # always render(first `high` candidates), which fits
-    while low < high:
-        middle = (low + high) // 2
-        attempt = render(frozenset(candidates[:middle]))
-        if measure(attempt) <= limit:
-            high, best = middle, attempt
-        else:
-            low = middle + 1
-    return best
-
-
-def hard_cut(text: str, limit: int, measure: Measure, note: str) -> str:
-    """The first whole lines of `text` that leave room for `note`, then the note."""
-    room = limit - measure(note)
-    kept: List[str] = []
-    used = 0
-    for line in text.splitlines(keepends=True):
-        size = measure(line)
-        if used + size > room:
-            break
-        kept.append(line)
-        used += size
-    return "".join(kept) + note
-
-
-def limit_text(limit: int, measure: Measure) -> str:
-    if measure is measure_chars:
-        return f"{limit:,} characters"
-    if limit % (1024 * 1024) == 0:
-        return f"{limit // (1024 * 1024)} MiB"
-    return f"{limit:,} bytes"
+def _limit(amount: int, measure: Measure) -> Limit:
+    return Limit.characters(amount) if measure is measure_chars else Limit.bytes(amount)
 
 
 def describe_drops(dropped: FrozenSet[DropKey], merged: bool) -> str:
@@ -118,9 +71,31 @@ def describe_drops(dropped: FrozenSet[DropKey], merged: bool) -> str:
     return ", ".join(parts) if parts else "nothing"
 
 
-def _cut_note(limit: int, measure: Measure, artifact: str) -> str:
+def _cut_note(limit: Limit, artifact: str) -> str:
     where = f"see the artifact `{artifact}` for the full summary" if artifact else "see the full summary file"
-    return f"\n\n**Truncated:** the rest was cut to stay within {limit_text(limit, measure)}; {where}.\n"
+    return f"\n\n**Truncated:** the rest was cut to stay within {limit.describe()}; {where}.\n"
+
+
+def _impact_gone_note(limit: Limit, artifact: str) -> str:
+    where = f"see the artifact `{artifact}`" if artifact else "see the full summary file"
+    return f"_The impact table was omitted to fit the {limit.describe()} limit; {where}._\n\n"
+
+
+def _fit(render: Callable[[FrozenSet[DropKey]], str], candidates: Sequence[DropKey], limit: Limit,
+         artifact: str, impact: str) -> str:
+    """The engine, with the impact table as the block a last-resort cut keeps whole."""
+    def cut(smallest: str) -> str:
+        return budget.hard_cut(smallest, limit, _cut_note(limit, artifact), whole=[impact] if impact else [],
+                               whole_note=_impact_gone_note(limit, artifact))
+    return budget.fit(render, candidates, limit, cut)
+
+
+def _note(dropped: FrozenSet[DropKey], merged: bool, limit: Limit, artifact: str) -> str:
+    return truncation_note(describe_drops(dropped, merged), limit.describe(), artifact) if dropped else ""
+
+
+def _single_impact(summary: AsmDiffsSummary) -> str:
+    return impact_table([("", c) for c in summary.collections]) if summary.has_diffs else ""
 
 
 def _options_for(dropped: FrozenSet[DropKey], platform: str, **extra: object) -> RenderOptions:
@@ -146,22 +121,23 @@ def render_long_within(summary: AsmDiffsSummary, limit: int = FILE_LIMIT_BYTES, 
                        measure: Measure = measure_bytes) -> str:
     """`render_long` that fits `limit` (default 1 MiB)."""
     candidates = _by_size(_example_candidates(summary, "")) + [(DETAILS, "", ""), (EXTRAS, "", "")]
+    within = _limit(limit, measure)
 
     def render(dropped: FrozenSet[DropKey]) -> str:
-        note = truncation_note(describe_drops(dropped, False), limit_text(limit, measure), artifact) if dropped else ""
-        return render_long(summary, _options_for(dropped, "", note=note))
+        return render_long(summary, _options_for(dropped, "", note=_note(dropped, False, within, artifact)))
 
-    return fit_to_budget(render, candidates, limit, measure, _cut_note(limit, measure, artifact))
+    return _fit(render, candidates, within, artifact, _single_impact(summary))
 
 
 def render_short_within(summary: AsmDiffsSummary, limit: int = SHORT_LIMIT_CHARS, artifact: str = "",
                         measure: Measure = measure_chars) -> str:
     """`render_short` that fits `limit` (default 65,536 characters)."""
-    def render(dropped: FrozenSet[DropKey]) -> str:
-        note = truncation_note(describe_drops(dropped, False), limit_text(limit, measure), artifact) if dropped else ""
-        return render_short(summary, _options_for(dropped, "", note=note))
+    within = _limit(limit, measure)
 
-    return fit_to_budget(render, [(EXTRAS, "", "")], limit, measure, _cut_note(limit, measure, artifact))
+    def render(dropped: FrozenSet[DropKey]) -> str:
+        return render_short(summary, _options_for(dropped, "", note=_note(dropped, False, within, artifact)))
+
+    return _fit(render, [(EXTRAS, "", "")], within, artifact, _single_impact(summary))
 
 
 # ---------------------------------------------------------------- several platforms
@@ -198,6 +174,11 @@ def _platform_section(summary: AsmDiffsSummary, dropped: FrozenSet[DropKey], sho
     return text + "\n---\n\n"
 
 
+def _overall_impact(merged: MergedSummary) -> str:
+    entries = [(s.platform, c) for s in merged.platforms for c in s.collections]
+    return impact_table(entries, show_platform=True).lstrip("\n") + "\n" if merged.has_diffs else ""
+
+
 def _render_overall(merged: MergedSummary, dropped: FrozenSet[DropKey], short: bool, title: str, note: str) -> str:
     entries = [(s.platform, c) for s in merged.platforms for c in s.collections]
     parts = [f"# {title}\n\n" if title else "", failures_box(entries, show_platform=True), note]
@@ -205,7 +186,7 @@ def _render_overall(merged: MergedSummary, dropped: FrozenSet[DropKey], short: b
         parts.append(f"No diffs found on any platform ({plural(len(merged.platforms), 'platform')}, "
                      f"{plural(len(entries), 'collection')}).\n\n")
     else:
-        parts.append(impact_table(entries, show_platform=True).lstrip("\n") + "\n")
+        parts.append(_overall_impact(merged))
     parts.extend(_platform_section(summary, dropped, short) for summary in merged.platforms)
     return "".join(parts)
 
@@ -228,8 +209,9 @@ def render_overall(merged: MergedSummary, budget: Optional[int] = None, artifact
     bodies = [(len(render_short(s) if short else render_long(s)), (BODY, s.platform, "")) for s in merged.platforms]
     candidates += _by_size(bodies)
 
-    def render(dropped: FrozenSet[DropKey]) -> str:
-        note = truncation_note(describe_drops(dropped, True), limit_text(limit, measure), artifact) if dropped else ""
-        return _render_overall(merged, dropped, short, title, note)
+    within = _limit(limit, measure)
 
-    return fit_to_budget(render, candidates, limit, measure, _cut_note(limit, measure, artifact))
+    def render(dropped: FrozenSet[DropKey]) -> str:
+        return _render_overall(merged, dropped, short, title, _note(dropped, True, within, artifact))
+
+    return _fit(render, candidates, within, artifact, _overall_impact(merged))

@@ -1,15 +1,21 @@
 """Markdown helpers for the pipeline's overall summaries (docs/contracts.md §12.16, §12.18).
 
 Pure text functions: rewriting ` ```diff ` fences as coloured HTML for Azure DevOps,
-fitting a document made of sections into a size budget by dropping whole
-detail sections (never the ones marked as kept) and saying what was cut, and
-pointing at each platform's HTML diff explorer.
+the pipeline's form of fitting a document made of sections into a size budget
+(the engine is `spmi.reports.budget`), and pointing at each platform's HTML
+diff explorer.
 """
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
+
+from spmi.reports import budget
+from spmi.reports.budget import Section
+
+__all__ = ["ReportLink", "Section", "char_size", "diff_block_html", "diff_fences_to_html", "fit_sections", "hard_cut",
+           "html_reports_section", "utf8_size"]
 
 ADDED_STYLE = '<div style="background-color:rgba(46,160,67,0.15)">'
 REMOVED_STYLE = '<div style="background-color:rgba(248,81,73,0.15)">'
@@ -93,70 +99,30 @@ def html_reports_section(links: Sequence[ReportLink], artifacts_url: str = "") -
 
 
 # ---------------------------------------------------------------- size budgets
-
-@dataclass(frozen=True)
-class Section:
-    """A piece of a document. `drop_rank` > 0 marks a section that may be dropped:
-    higher ranks go first. `title` names it in the truncation note."""
-
-    text: str
-    drop_rank: int = 0
-    title: str = ""
-
+# The fitting itself is `spmi.reports.budget`; these keep the pipeline's form of
+# the call: a budget the text stays strictly under, measured by `utf8_size` or
+# `char_size`.
 
 def utf8_size(text: str) -> int:
-    return len(text.encode("utf-8"))
+    return budget.measure_bytes(text)
 
 
 def char_size(text: str) -> int:
-    return len(text)
+    return budget.measure_chars(text)
 
 
-def fit_sections(sections: Sequence[Section], budget: int, note: Callable[[List[str]], str],
+def _under(limit: int, measure: Callable[[str], int]) -> budget.Limit:
+    unit = budget.Unit.CHARACTERS if measure is char_size or measure is budget.measure_chars else budget.Unit.BYTES
+    return budget.Limit(limit - 1, unit)
+
+
+def fit_sections(sections: Sequence[Section], limit: int, note: Callable[[List[str]], str],
                  measure: Callable[[str], int] = utf8_size,
                  transform: Callable[[str], str] = lambda text: text) -> str:
-    """Join the sections; while the (transformed) result exceeds `budget`, drop the
-    droppable section with the highest rank (last first among equals) and insert
-    `note(dropped titles)` where the first dropped section was. Kept sections that
-    alone exceed the budget are cut hard with the note at the end."""
-    kept = list(sections)
-    dropped: List[Section] = []
-
-    def render() -> str:
-        parts: List[str] = []
-        noted = False
-        for section in sections:
-            if section in kept:
-                parts.append(section.text)
-            elif not noted:
-                parts.append(note([s.title for s in sections if s in dropped]))
-                noted = True
-        return transform("".join(parts))
-
-    text = render()
-    while measure(text) >= budget:
-        candidates = [s for s in kept if s.drop_rank > 0]
-        if not candidates:
-            return hard_cut(text, budget, note([s.title for s in dropped] + ["the end of the summary"]), measure)
-        victim = max(reversed(candidates), key=lambda s: s.drop_rank)
-        kept.remove(victim)
-        dropped.append(victim)
-        text = render()
-    return text
+    """`budget.fit_sections` for a text that must stay under `limit`."""
+    return budget.fit_sections(sections, _under(limit, measure), note, transform)
 
 
-def hard_cut(text: str, budget: int, note_text: str, measure: Callable[[str], int] = utf8_size) -> str:
-    """Cut at a line end so that text + note stays under the budget."""
-    room = budget - measure(note_text) - 2
-    if room <= 0:
-        return note_text[: max(0, budget - 1)]
-    lines = text.split("\n")
-    kept: List[str] = []
-    used = 0
-    for line in lines:
-        size = measure(line) + 1
-        if used + size > room:
-            break
-        kept.append(line)
-        used += size
-    return "\n".join(kept) + "\n\n" + note_text
+def hard_cut(text: str, limit: int, note_text: str, measure: Callable[[str], int] = utf8_size) -> str:
+    """`budget.hard_cut` at a line end so that text, a blank line and the note stay under `limit`."""
+    return budget.hard_cut(text, _under(limit, measure), "\n" + note_text)
