@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,14 @@ def test_jit_target_check(tmp_path):
     assert jit_build.check_jit_target(odd, "diff JIT", "linux", "x64") is None
     with pytest.raises(SuiteError, match="does not exist"):
         jit_build.validate_jit_file(tmp_path / "nope.so", "-diff_jit_path")
+
+
+def test_result_kinds_are_one_enum_whose_values_are_the_words_used_in_outputs():
+    kinds = {st.interpret_exit(platforms.ExitOutcome(code, False, None), True, COUNTS).kind
+             for code in (0, 1, 2, 3, -1, -2, 7)}
+    assert kinds == {st.ResultKind.CLEAN, st.ResultKind.FAILURES, st.ResultKind.DIFFS, st.ResultKind.MISSING,
+                     st.ResultKind.FATAL, st.ResultKind.JIT_INIT, st.ResultKind.UNKNOWN}
+    assert st.timeout_verdict(5).kind is st.ResultKind.TIMEOUT and st.ResultKind.TIMEOUT == "timeout"
+    assert f"{st.ResultKind.JIT_INIT}" == "jit_init" and json.dumps([st.ResultKind.CRASH]) == '["crash"]'
+    assert [k.value for k in st.ResultKind if k.has_no_data] == ["fatal", "jit_init", "crash", "timeout", "unknown"]
+    assert not st.ResultKind.FAILURES.has_no_data and st.ResultKind.FATAL.explained_in_stderr

@@ -225,7 +225,7 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
     result = CollectionDiff(mch, outcome, table, problem, aggregates=digest.aggregates if digest else None)
     if problem:
         (log.error if not outcome.failed else log.warning)("%s", problem)
-    if outcome.verdict.kind == superpmi_tool.FAILURES and job.options.produce_repro:
+    if outcome.verdict.kind is superpmi_tool.ResultKind.FAILURES and job.options.produce_repro:
         command = replay_steps.repro_command_prefix(job.superpmi, job.settings, job.options,
                                               job.jit_options.side("diff"), job.diff_jit)
         replay_steps.attach_repros(outcome, work, job.settings, mch, command, job.flags.tag)

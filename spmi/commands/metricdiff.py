@@ -40,7 +40,6 @@ from spmi.steps.outputs import summary_paths
 log = logging.getLogger("superpmi")
 
 EXIT_OK, EXIT_FAILURE, EXIT_GATE = 0, 1, 2
-NO_DATA_KINDS = ("fatal", "jit_init", "crash", "unknown", "timeout")
 
 
 def threshold_value(text: str) -> float:
@@ -282,7 +281,7 @@ def interpret_run(spmi_run: superpmi_tool.SuperpmiRun, mch: Path, files: RunFile
     assert spmi_run.result is not None
     outcome = spmi_run.result.outcome
     verdict = superpmi_tool.interpret_exit(outcome, True, superpmi_tool.ContextCounts())
-    if verdict.kind in NO_DATA_KINDS:
+    if verdict.kind.has_no_data:
         verdict = replay_steps.verdict_with_reason(verdict, spmi_run.stderr)
         replay_steps.log_verdict(verdict)
         run.failures.append(model.CollectionFailure(mch.name, verdict.message))
@@ -290,7 +289,7 @@ def interpret_run(spmi_run: superpmi_tool.SuperpmiRun, mch: Path, files: RunFile
     digest = read_digest(files.details_csv, job, mch.name)
     counts = context_counts(digest) if digest is not None else superpmi_tool.ContextCounts()
     replay_steps.log_verdict(superpmi_tool.interpret_exit(outcome, True, counts))
-    if verdict.kind == superpmi_tool.FAILURES:
+    if verdict.kind is superpmi_tool.ResultKind.FAILURES:
         replay_steps.report_asserts(superpmi_tool.parse_asserts(spmi_run.stdout, mch.name))
     return digest
 

@@ -101,7 +101,7 @@ def replay_collection(ctx: ReplayContext, mch: Path, core_root: Path) -> Collect
     log.info("Invoking: %s", runner.format_command(argv, ctx.settings.host_os))
     run = superpmi_tool.run_superpmi(argv, core_root, ctx.options.timeout)
     outcome = finish_run(run, mch, files, diff_mode=False, timeout=ctx.options.timeout)
-    if outcome.verdict.kind == superpmi_tool.FAILURES and ctx.options.produce_repro:
+    if outcome.verdict.kind is superpmi_tool.ResultKind.FAILURES and ctx.options.produce_repro:
         repro_cmd = repro_command_prefix(ctx.superpmi, ctx.settings, ctx.options, ctx.jit_options, ctx.jit)
         attach_repros(outcome, ctx.temp_dir, ctx.settings, mch, repro_cmd, tag=None)
     emit_azdo_issues(outcome)

@@ -11,7 +11,7 @@ from typing import List, Optional, Sequence
 from spmi.base import cioutput, config
 from spmi.formats import details
 from spmi.tools import superpmi_tool
-from spmi.tools.superpmi_tool import AssertInstance, RunOptions, Verdict
+from spmi.tools.superpmi_tool import AssertInstance, ResultKind, RunOptions, Verdict
 
 log = logging.getLogger("superpmi")
 
@@ -48,7 +48,7 @@ def first_error_line(stderr: str) -> str:
 def verdict_with_reason(verdict: Verdict, stderr: str) -> Verdict:
     """Append superpmi's own error text to a fatal / JIT-init verdict (one line)."""
     reason = first_error_line(stderr)
-    if verdict.failed and verdict.kind in ("fatal", "jit_init", "unknown") and reason:
+    if verdict.failed and verdict.kind.explained_in_stderr and reason:
         return Verdict(verdict.failed, f"{verdict.message} ({reason})", verdict.kind, verdict.warning)
     return verdict
 
@@ -112,12 +112,12 @@ def finish_run(run: superpmi_tool.SuperpmiRun, mch: Path, files: superpmi_tool.R
     verdict = superpmi_tool.interpret_exit(run.result.outcome, diff_mode, counts, diff_with_release)
     verdict = verdict_with_reason(verdict, run.stderr)
     log_verdict(verdict)
-    if verdict.kind in (superpmi_tool.CLEAN, superpmi_tool.DIFFS) and counts.missing:
+    if verdict.kind in (ResultKind.CLEAN, ResultKind.DIFFS) and counts.missing:
         log.warning("%s", superpmi_tool.missing_message(counts, diff_mode))  # exit 2 hides missing data
     code = None if run.result.outcome.crashed else run.result.code
     outcome = CollectionOutcome(mch, verdict, counts=counts, exit_code=code)
     outcome.asserts = superpmi_tool.parse_asserts(run.stdout, mch.name)
-    if verdict.kind == superpmi_tool.FAILURES:
+    if verdict.kind is ResultKind.FAILURES:
         outcome.failing_contexts = superpmi_tool.read_mcl(files.fail_mcl)
         if outcome.failing_contexts:
             log.info("Failing contexts: %s", summarize_contexts(outcome.failing_contexts))

@@ -16,6 +16,7 @@ becomes a failed run with a one-line reason) and `collect_repros` (moves repro
 from __future__ import annotations
 
 import argparse
+import enum
 import logging
 import os
 import re
@@ -280,7 +281,40 @@ def format_context_list(contexts: Sequence[int]) -> str:
 
 # ---------------------------------------------------------------- results (pure)
 
-CLEAN, DIFFS, MISSING, FAILURES = "clean", "diffs", "missing", "failures"
+class ResultKind(str, enum.Enum):
+    """What kind of result one superpmi run had (§2.9, §12.7).
+
+    The values are the words used in logs, JSON and markdown; a member equals
+    its value as a string.
+    """
+
+    CLEAN = "clean"              # exit 0
+    DIFFS = "diffs"              # exit 2 in diff mode
+    MISSING = "missing"          # exit 3: missing data
+    FAILURES = "failures"        # exit 1: compilation failures / JIT asserts
+    FATAL = "fatal"              # exit -1
+    JIT_INIT = "jit_init"        # exit -2: the JIT did not load or initialize
+    CRASH = "crash"              # a signal or a crash status
+    TIMEOUT = "timeout"          # killed after --timeout
+    UNKNOWN = "unknown"          # any other exit code
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def has_no_data(self) -> bool:
+        """The run ended before producing a usable details CSV."""
+        return self in _NO_DATA
+
+    @property
+    def explained_in_stderr(self) -> bool:
+        """superpmi prints the reason as an `ERROR: ` line on stderr."""
+        return self in _EXPLAINED_IN_STDERR
+
+
+_NO_DATA = frozenset({ResultKind.FATAL, ResultKind.JIT_INIT, ResultKind.CRASH, ResultKind.UNKNOWN,
+                      ResultKind.TIMEOUT})
+_EXPLAINED_IN_STDERR = frozenset({ResultKind.FATAL, ResultKind.JIT_INIT, ResultKind.UNKNOWN})
 
 
 @dataclass(frozen=True)
@@ -289,7 +323,7 @@ class Verdict:
 
     failed: bool
     message: str
-    kind: str  # clean | diffs | missing | failures | fatal | jit_init | crash | unknown | timeout
+    kind: ResultKind
     warning: bool = False
 
 
@@ -319,24 +353,24 @@ def interpret_exit(outcome: platforms.ExitOutcome, diff_mode: bool, counts: Cont
     """§12.7: exit code → failure or not, with the original console wording."""
     if outcome.crashed or outcome.code == 139:
         crashed = outcome if outcome.crashed else platforms.ExitOutcome(139, True, 11)
-        return Verdict(True, crash_message(crashed), "crash")
+        return Verdict(True, crash_message(crashed), ResultKind.CRASH)
     code = outcome.code
     if code == 0:
         what = "diff" if diff_mode else "replay"
-        return Verdict(False, f"Clean SuperPMI {what} ({counts.total} contexts processed)", CLEAN)
+        return Verdict(False, f"Clean SuperPMI {what} ({counts.total} contexts processed)", ResultKind.CLEAN)
     if code == 2 and diff_mode:
         if diff_with_release:
-            return Verdict(True, "Asm diffs found (a failure with --diff_with_release)", DIFFS)
-        return Verdict(False, "Asm diffs found", DIFFS)
+            return Verdict(True, "Asm diffs found (a failure with --diff_with_release)", ResultKind.DIFFS)
+        return Verdict(False, "Asm diffs found", ResultKind.DIFFS)
     if code == 3:
-        return Verdict(False, missing_message(counts, diff_mode), MISSING, warning=True)
+        return Verdict(False, missing_message(counts, diff_mode), ResultKind.MISSING, warning=True)
     if code == 1:
-        return Verdict(True, "Compilation failures", FAILURES, warning=True)
+        return Verdict(True, "Compilation failures", ResultKind.FAILURES, warning=True)
     if code == -1:
-        return Verdict(True, "General fatal error, please check the log for more details.", "fatal")
+        return Verdict(True, "General fatal error, please check the log for more details.", ResultKind.FATAL)
     if code == -2:
-        return Verdict(True, "JIT failed to initialize, please check the log for more details.", "jit_init")
-    return Verdict(True, f"Unknown error code {code}, please check the log for more details.", "unknown")
+        return Verdict(True, "JIT failed to initialize, please check the log for more details.", ResultKind.JIT_INIT)
+    return Verdict(True, f"Unknown error code {code}, please check the log for more details.", ResultKind.UNKNOWN)
 
 
 def missing_message(counts: ContextCounts, diff_mode: bool) -> str:
@@ -347,7 +381,7 @@ def missing_message(counts: ContextCounts, diff_mode: bool) -> str:
 
 
 def timeout_verdict(seconds: float) -> Verdict:
-    return Verdict(True, f"superpmi did not finish within {seconds:g} s (--timeout) and was killed", "timeout")
+    return Verdict(True, f"superpmi did not finish within {seconds:g} s (--timeout) and was killed", ResultKind.TIMEOUT)
 
 
 # ---------------------------------------------------------------- asserts (pure)
