@@ -26,8 +26,30 @@ JITEE_GUID_HEADER = Path("src/coreclr/inc/jiteeversionguid.h")
 _JITEE_GUID_RE = re.compile(r"^constexpr GUID JITEEVersionIdentifier *= *{ */\* *([^ ]*) *\*/")
 
 
+class UnregisteredOption(AttributeError):
+    """Code read an option its command's parser does not register."""
+
+
+class StrictNamespace(argparse.Namespace):
+    """Parsed options; reading a name no parser registered fails naming the option.
+
+    Commands read their options as `args.<name>`, never with a fallback, so a
+    command that reads an option it did not register fails in tests.
+    """
+
+    def __getattr__(self, name: str) -> object:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        known = ", ".join(sorted(vars(self))) or "none"
+        raise UnregisteredOption(f"option '{name}' is read but not registered by this command (registered: {known})")
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with a one-line error and exit code 1 (docs/contracts.md §12.1)."""
+    """argparse with a one-line error and exit code 1 (docs/contracts.md §12.1),
+    parsing into a `StrictNamespace`."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
+        return super().parse_known_args(args, StrictNamespace() if namespace is None else namespace)
 
     def error(self, message: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
         self.exit(1, f"{self.prog}: error: {message}\n")
@@ -49,6 +71,8 @@ def common_options() -> argparse.ArgumentParser:
     group.add_argument("-log_level", default="info", help="console level: critical, error, warning, info (default), debug")
     group.add_argument("-log_file", help="log file (default: a new superpmi.log in spmi_location); always at debug level")
     group.add_argument("--no_progress", action="store_true", help="no progress bars")
+    # Without `target_options` a command works for the host: the target is "not chosen".
+    parser.set_defaults(target_os=None, target_arch=None, mch_arch=None)
     return parser
 
 
@@ -179,33 +203,33 @@ class Target:
     target_arch: str
 
 
-def resolve_target(args: argparse.Namespace) -> Target:
+def resolve_target(host_os: Optional[str] = None, arch: Optional[str] = None, target_os: Optional[str] = None,
+                   target_arch: Optional[str] = None) -> Target:
     """Host OS/arch (detected unless given) and the target (default: the host)."""
-    host_os = _pick_os(getattr(args, "host_os", None), "-host_os", platforms.detect_host_os())
+    host = _pick_os(host_os, "-host_os", platforms.detect_host_os())
     try:
         detected_arch: Optional[str] = platforms.detect_host_arch()
     except ValueError:
         detected_arch = None
-    arch = _pick_arch(getattr(args, "arch", None), "-arch", detected_arch)
-    target_os = _pick_os(getattr(args, "target_os", None), "-target_os", host_os)
-    target_arch = _pick_arch(getattr(args, "target_arch", None), "-target_arch", arch)
-    return Target(host_os, arch, target_os, target_arch)
+    host_arch = _pick_arch(arch, "-arch", detected_arch)
+    target = _pick_os(target_os, "-target_os", host)
+    return Target(host, host_arch, target, _pick_arch(target_arch, "-target_arch", host_arch))
 
 
 def resolve_settings(args: argparse.Namespace, default_build_type: str = "Checked") -> Settings:
-    """Turn the shared options into concrete settings (no side effects)."""
-    target = resolve_target(args)
+    """Turn the shared options (`common_options`, `target_options`) into concrete settings (no side effects)."""
+    target = resolve_target(args.host_os, args.arch, args.target_os, args.target_arch)
     host_os, arch, target_os, target_arch = target.host_os, target.arch, target.target_os, target.target_arch
-    mch_arch = _pick_arch(getattr(args, "mch_arch", None), "-mch_arch", target_arch)
-    build_type = _pick_build_type(getattr(args, "build_type", None), default_build_type)
-    repo = resolve_repo_root(getattr(args, "runtime_repo", None))
-    core_root = _optional_dir(getattr(args, "core_root", None),
+    mch_arch = _pick_arch(args.mch_arch, "-mch_arch", target_arch)
+    build_type = _pick_build_type(args.build_type, default_build_type)
+    repo = resolve_repo_root(args.runtime_repo)
+    core_root = _optional_dir(args.core_root,
                               default_core_root(repo, host_os, arch, build_type) if repo else None, "-core_root")
-    product_dir = _optional_dir(getattr(args, "product_location", None),
+    product_dir = _optional_dir(args.product_location,
                                 default_product_dir(repo, host_os, arch, build_type) if repo else None,
                                 "-product_location")
-    spmi_location = resolve_spmi_location(getattr(args, "spmi_location", None), repo)
-    no_progress = bool(getattr(args, "no_progress", False))
+    spmi_location = resolve_spmi_location(args.spmi_location, repo)
+    no_progress = bool(args.no_progress)
     return Settings(host_os=host_os, arch=arch, target_os=target_os, target_arch=target_arch,
                     mch_arch=mch_arch, build_type=build_type, repo_root=repo, core_root=core_root,
                     product_dir=product_dir, spmi_location=spmi_location, no_progress=no_progress,
@@ -214,8 +238,8 @@ def resolve_settings(args: argparse.Namespace, default_build_type: str = "Checke
 
 def start_logging(args: argparse.Namespace, settings: Settings) -> Path:
     """Console + DEBUG log file (a new `superpmi[.N].log` unless -log_file)."""
-    level = logs.parse_log_level(getattr(args, "log_level", "info") or "info")
-    if getattr(args, "log_file", None):
+    level = logs.parse_log_level(args.log_level or "info")
+    if args.log_file:
         log_file = Path(args.log_file).resolve()
     else:
         settings.spmi_location.mkdir(parents=True, exist_ok=True)

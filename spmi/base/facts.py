@@ -1,7 +1,6 @@
 """Facts about the host and a target, as `jitutil.py` prints them (pure but for host detection)."""
 from __future__ import annotations
 
-import argparse
 from typing import List, Optional
 
 from spmi.base import config, platforms
@@ -21,7 +20,7 @@ def platform_lines(host_os: str, host_arch: str, target_os: str, target_arch: st
 
 def platform_report(target_os: Optional[str], target_arch: Optional[str]) -> str:
     """The host's facts and the names for `target_os`/`target_arch` (default: the host's)."""
-    settings = config.resolve_target(argparse.Namespace(target_os=target_os, target_arch=target_arch))
+    settings = config.resolve_target(target_os=target_os, target_arch=target_arch)
     return "\n".join(platform_lines(settings.host_os, settings.arch, settings.target_os, settings.target_arch))
 
 

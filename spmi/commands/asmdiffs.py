@@ -88,7 +88,7 @@ class AsmdiffsFlags:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "AsmdiffsFlags":
-        return cls(metrics=tuple(steps.parse_metrics(getattr(args, "metrics", None))),
+        return cls(metrics=tuple(steps.parse_metrics(args.metrics)),
                    align_loops=bool(args.alignloops), gcinfo=bool(args.gcinfo), debuginfo=bool(args.debuginfo),
                    diff_jit_dump=bool(args.diff_jit_dump), diff_with_release=bool(args.diff_with_release),
                    git_diff=bool(args.git_diff), tag=args.tag, summary_as_json=bool(args.summary_as_json),
@@ -318,7 +318,7 @@ def listing_flags(job: Job) -> List[str]:
 
 def new_output_dir(job: Job, kind: str, mch: Path) -> Path:
     path = fsutil.unique_dir_path(job.settings.spmi_location / superpmi_tool.output_dir_name(kind, mch, job.flags.tag))
-    for attempt in range(100):
+    for _attempt in range(100):
         try:
             path.mkdir(parents=True)
             return path

@@ -179,22 +179,34 @@ class MetricJob:
         return self.kind == MEMDIFF
 
 
+@dataclass(frozen=True)
+class KindOptions:
+    """The options only one of the two commands has: tpdiff's PIN, memdiff's focus and threshold."""
+
+    kind: str
+    focus: str
+    pin_path: Optional[str] = None
+    threshold: Optional[float] = None
+
+
 def run_tpdiff(args: argparse.Namespace) -> int:
-    return run_metric_command(args, TPDIFF)
+    return run_metric_command(args, KindOptions(TPDIFF, INSTRUCTIONS, pin_path=args.pin_path))
 
 
 def run_memdiff(args: argparse.Namespace) -> int:
-    return run_metric_command(args, MEMDIFF)
+    return run_metric_command(args, KindOptions(MEMDIFF, args.metric or BYTES_ALLOCATED,
+                                                threshold=args.memdiff_threshold))
 
 
-def run_metric_command(args: argparse.Namespace, kind: str) -> int:
+def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
+    kind = chosen.kind
     settings = config.resolve_settings(args, "Release")
     if kind == TPDIFF:
         from spmi.tools import pintools
         pintools.check_throughput_host(settings.arch)
     options = RunOptions.from_args(args)
     config.start_logging(args, settings)
-    job = prepare_job(args, settings, options, kind)
+    job = prepare_job(args, settings, options, chosen)
     run = MetricDiffRun(kind=kind, focus=job.focus,
                         base_jit_options=summary_options(job.jit_options.shared, job.jit_options.base_only),
                         diff_jit_options=summary_options(job.jit_options.shared, job.jit_options.diff_only))
@@ -202,7 +214,7 @@ def run_metric_command(args: argparse.Namespace, kind: str) -> int:
         run.base_build, run.diff_build = build_record(job.base_jit), build_record(job.diff_jit)
         log_build_warnings(run.base_build, run.diff_build)
     else:
-        run.threshold = args.memdiff_threshold
+        run.threshold = chosen.threshold
     run.repro = repro_template(job.superpmi, job.base_jit, job.diff_jit, options, settings.arch,
                                settings.target_arch, job.jit_options, job.report_metrics, job.pin, settings.host_os)
     collections = mch_sources.resolve_collections(args, settings)
@@ -211,11 +223,12 @@ def run_metric_command(args: argparse.Namespace, kind: str) -> int:
             work_dir = temp_dir / str(index)
             work_dir.mkdir()
             diff_collection(job, mch, work_dir, run)
-    return finish(run, settings, bool(getattr(args, "summary_as_json", False)))
+    return finish(run, settings, bool(args.summary_as_json))
 
 
 def prepare_job(args: argparse.Namespace, settings: config.Settings, options: RunOptions,
-                kind: str) -> MetricJob:
+                chosen: KindOptions) -> MetricJob:
+    kind = chosen.kind
     superpmi = config.find_tool("superpmi", settings)
     core_root = settings.core_root or superpmi.parent
     jits = jit_pair.resolve_jit_pair(args, settings, options.jit_name)
@@ -224,10 +237,10 @@ def prepare_job(args: argparse.Namespace, settings: config.Settings, options: Ru
     pin = None
     if kind == TPDIFF:
         from spmi.tools import pintools
-        pin = pintools.resolve_pin(getattr(args, "pin_path", None), settings.spmi_location, settings.host_os,
-                                   settings.arch, getattr(args, "storage_url", None), settings.show_progress)
+        pin = pintools.resolve_pin(chosen.pin_path, settings.spmi_location, settings.host_os,
+                                   settings.arch, args.storage_url, settings.show_progress)
         log.info("Using pin %s with pintool %s", pin.pin, pin.pintool)
-    focus = INSTRUCTIONS if kind == TPDIFF else (getattr(args, "metric", None) or BYTES_ALLOCATED)
+    focus = chosen.focus
     log.info("Base JIT: %s", base_jit)
     log.info("Diff JIT: %s", diff_jit)
     return MetricJob(kind, focus, settings, options, superpmi, core_root, base_jit, diff_jit, jit_options, pin)

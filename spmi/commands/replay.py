@@ -15,6 +15,7 @@ from typing import List
 
 from spmi.base import config, fsutil, runner
 from spmi.sources import mch_sources
+from spmi.steps import jit_pair
 from spmi.steps.replay_steps import (
     CollectionOutcome,
     attach_repros,
@@ -37,8 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Replay SuperPMI collections through a JIT; report compile failures, asserts and repros.")
     parser.add_argument("-jit_path", metavar="FILE",
                         help="JIT to replay (default: the native or cross JIT for the target in Core_Root)")
-    parser.add_argument("-jitoption", action="append", metavar="KEY=VALUE",
-                        help="JIT option without DOTNET_ (repeatable)")
+    jit_pair.add_jitoption_option(parser, "JIT option without DOTNET_ (repeatable)")
     superpmi_tool.add_run_options(parser)
     mch_sources.add_collection_options(parser)
     parser.set_defaults(func=run_replay)
@@ -55,7 +55,7 @@ class ReplayContext:
 
 
 def resolve_jit(args: argparse.Namespace, settings: config.Settings, options: RunOptions) -> Path:
-    if getattr(args, "jit_path", None):
+    if args.jit_path:
         return jit_build.validate_jit_file(Path(args.jit_path), "-jit_path")
     return jit_build.validate_jit_file(config.find_default_jit(settings, options.jit_name), "JIT")
 
@@ -67,7 +67,7 @@ def run_replay(args: argparse.Namespace) -> int:
     superpmi = config.find_tool("superpmi", settings)
     jit = resolve_jit(args, settings, options)
     jit_build.check_jit_target(jit, "JIT", settings.target_os, settings.target_arch)
-    jit_options = config.split_option_values(getattr(args, "jitoption", None), "-jitoption")
+    jit_options = config.split_option_values(args.jitoption, "-jitoption")
     core_root = _core_root(settings, superpmi)
     collections = mch_sources.resolve_collections(args, settings)
     log.info("SuperPMI replay with %s", jit)

@@ -45,9 +45,8 @@ def add_baseline_options(parser: argparse.ArgumentParser, add_storage_url: bool 
                        help="commit whose baseline to find (default: git rev-parse HEAD)")
     group.add_argument("-base_git_hash", metavar="HASH",
                        help="use the rolling build of exactly this commit as the baseline")
-    if add_storage_url and "-storage_url" not in getattr(parser, "_option_string_actions", {}):
-        group.add_argument("-storage_url", metavar="URL",
-                           help="storage account URL (default: $SUPERPMI_STORAGE_URL, else the public account)")
+    if add_storage_url:
+        blobs.add_storage_url_option(parser)
 
 
 # ---------------------------------------------------------------- names (pure)
@@ -172,15 +171,14 @@ class BaselineChoice:
 
 def find_baseline_jit(settings: Settings, args: argparse.Namespace, jit_name: str) -> BaselineChoice:
     """§12.8: the baseline JIT for this checkout, from the cache or the rolling builds."""
-    explicit = getattr(args, "base_jit_path", None)
+    explicit = args.base_jit_path
     if explicit:
         path = Path(explicit)
         if not path.is_file():
             raise SuiteError(f"-base_jit_path '{explicit}' is not a file; pass the path of a built JIT")
         return BaselineChoice(path=path.resolve())
     check_file_name(jit_name, "-jit_name")
-    start = baseline_candidates(settings.repo_root, getattr(args, "git_hash", None),
-                                getattr(args, "base_git_hash", None))
+    start = baseline_candidates(settings.repo_root, args.git_hash, args.base_git_hash)
     account_url: Optional[str] = None
     for index, candidate in enumerate(start.candidates):
         cache_dir = basejit_dir(settings.spmi_location, candidate, settings.host_os, settings.arch,
@@ -190,7 +188,7 @@ def find_baseline_jit(settings: Settings, args: argparse.Namespace, jit_name: st
             log.info("Using cached baseline JIT %s", target)
             return _chosen(target, candidate, start, index, from_cache=True)
         if account_url is None:
-            account_url = blobs.resolve_account_url(getattr(args, "storage_url", None))
+            account_url = blobs.resolve_account_url(args.storage_url)
         blob = build_blob_name(candidate, settings.host_os, settings.arch, settings.build_type, jit_name)
         log.info("Trying baseline %s (%s candidate)", candidate, ordinal(index + 1))
         with fsutil.directory_lock(cache_dir.parent):

@@ -49,18 +49,16 @@ def add_collection_options(parser: argparse.ArgumentParser) -> None:
                        help="use only collections whose file name contains one of these (case-insensitive)")
     group.add_argument("--force_download", action="store_true",
                        help="download collections even if the cache holds a complete earlier download")
-    group.add_argument("-jit_ee_version", metavar="GUID",
-                       help="JIT-EE version GUID selecting the collections (default: from the source tree or mcs)")
+    add_jit_ee_version_option(group)
     group.add_argument("-private_store", action="append", metavar="DIR",
                        help=f"extra collection store (repeatable; default: ${PRIVATE_STORE_ENV}, ';'-separated)")
-    if not _has_option(parser, "-storage_url"):
-        group.add_argument("-storage_url", metavar="URL",
-                           help=f"storage account URL (default: ${blobs.STORAGE_URL_ENV}, "
-                                f"else {blobs.DEFAULT_ACCOUNT_URL})")
+    blobs.add_storage_url_option(parser)
 
 
-def _has_option(parser: argparse.ArgumentParser, option: str) -> bool:
-    return option in getattr(parser, "_option_string_actions", {})
+def add_jit_ee_version_option(parser: "argparse._ActionsContainer") -> None:
+    """`-jit_ee_version`: the GUID selecting collections (docs/contracts.md §9)."""
+    parser.add_argument("-jit_ee_version", metavar="GUID",
+                        help="JIT-EE version GUID selecting the collections (default: from the source tree or mcs)")
 
 
 def private_stores(flag_values: Optional[Sequence[str]], environ: Optional[dict] = None) -> List[str]:
@@ -157,8 +155,8 @@ def finish_selection(paths: Iterable[Path], filters: Optional[Sequence[str]], wh
 
 def resolve_collections(args: argparse.Namespace, settings) -> List[Path]:  # type: ignore[no-untyped-def]
     """The collections a command should use, downloading what is needed (§12.5)."""
-    filters = getattr(args, "filter", None)
-    mch_files = getattr(args, "mch_files", None)
+    filters = args.filter
+    mch_files = args.mch_files
     if mch_files:
         paths: List[Path] = []
         for spec in mch_files:
@@ -168,12 +166,12 @@ def resolve_collections(args: argparse.Namespace, settings) -> List[Path]:  # ty
                 paths.extend(expand_local_spec(spec))
         return finish_selection(paths, filters, "-mch_files " + " ".join(mch_files))
     from spmi.base import config
-    guid = config.resolve_jit_ee_version(settings, getattr(args, "jit_ee_version", None))
-    store_dirs = existing_private_store_dirs(private_stores(getattr(args, "private_store", None)), guid,
+    guid = config.resolve_jit_ee_version(settings, args.jit_ee_version)
+    store_dirs = existing_private_store_dirs(private_stores(args.private_store), guid,
                                              settings.target_os, settings.mch_arch)
     store_files = [p for d in store_dirs for p in find_collection_files(d)]
-    account_url = blobs.resolve_account_url(getattr(args, "storage_url", None))
-    cache_dir = download_from_storage(settings, guid, filters, bool(getattr(args, "force_download", False)),
+    account_url = blobs.resolve_account_url(args.storage_url)
+    cache_dir = download_from_storage(settings, guid, filters, bool(args.force_download),
                                       account_url, allow_empty=bool(select_collections(store_files, filters)))
     paths = find_collection_files(cache_dir) if cache_dir is not None else []
     where = ([str(cache_dir)] if cache_dir is not None else []) + [str(d) for d in store_dirs]
@@ -426,7 +424,7 @@ def copy_file_atomically(source: Path, destination: Path) -> None:
 
 
 def _fetch_url_spec(spec: str, args: argparse.Namespace, settings) -> List[Path]:  # type: ignore[no-untyped-def]
-    force = bool(getattr(args, "force_download", False))
+    force = bool(args.force_download)
     if platforms.is_unc_path(spec):
         return copy_unc_path(spec, settings, force)
     return fetch_url(spec, settings, force)

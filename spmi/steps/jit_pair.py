@@ -23,21 +23,25 @@ def add_jit_pair_options(parser: argparse.ArgumentParser, title: str = "JIT opti
     group = parser.add_argument_group(title)
     group.add_argument("-diff_jit_path", metavar="FILE",
                        help="diff JIT (default: the JIT for the target in Core_Root)")
-    group.add_argument("-jitoption", action="append", metavar="KEY=VALUE",
-                       help="JIT config for both JITs, without DOTNET_ (repeatable)")
+    add_jitoption_option(group, "JIT config for both JITs, without DOTNET_ (repeatable)")
     group.add_argument("-base_jit_option", action="append", metavar="KEY=VALUE",
                        help="JIT config for the baseline JIT only (repeatable)")
     group.add_argument("-diff_jit_option", action="append", metavar="KEY=VALUE",
                        help="JIT config for the diff JIT only (repeatable)")
 
 
+def add_jitoption_option(parser: "argparse._ActionsContainer", help_text: str) -> None:
+    """`-jitoption KEY=VALUE` (repeatable): JIT config for every JIT the command runs."""
+    parser.add_argument("-jitoption", action="append", metavar="KEY=VALUE", help=help_text)
+
+
 def user_jit_options(args: argparse.Namespace, forced: Sequence[str] = ()) -> JitPairOptions:
     """The user's JIT config per side, plus the command's own `forced` options."""
     return JitPairOptions(
         forced=tuple(forced),
-        shared=config.split_option_values(getattr(args, "jitoption", None), "-jitoption"),
-        base_only=config.split_option_values(getattr(args, "base_jit_option", None), "-base_jit_option"),
-        diff_only=config.split_option_values(getattr(args, "diff_jit_option", None), "-diff_jit_option"))
+        shared=config.split_option_values(args.jitoption, "-jitoption"),
+        base_only=config.split_option_values(args.base_jit_option, "-base_jit_option"),
+        diff_only=config.split_option_values(args.diff_jit_option, "-diff_jit_option"))
 
 
 @dataclass
@@ -63,11 +67,11 @@ def resolve_jit_pair(args: argparse.Namespace, settings: config.Settings,
     Each must be a readable file whose build string (when decodable) targets
     the requested OS/arch, and they must be two different files.
     """
-    if getattr(args, "diff_jit_path", None):
+    if args.diff_jit_path:
         diff = jit_build.validate_jit_file(Path(args.diff_jit_path), "-diff_jit_path")
     else:
         diff = jit_build.validate_jit_file(config.find_default_jit(settings, jit_name), "diff JIT")
-    if getattr(args, "base_jit_path", None):
+    if args.base_jit_path:
         jit_build.validate_jit_file(Path(args.base_jit_path), "-base_jit_path")
     choice = baseline.find_baseline_jit(settings, args, jit_name or diff.name)
     base = jit_build.validate_jit_file(choice.path, "base JIT")

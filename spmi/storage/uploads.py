@@ -57,14 +57,14 @@ class StorageCredentials:
     @classmethod
     def from_args(cls, args: argparse.Namespace,
                   environ: Optional[Mapping[str, str]] = None) -> "StorageCredentials":
+        """From the options `add_credential_options` registers."""
         environ = os.environ if environ is None else environ
-        explicit = any(getattr(args, name, None) for name in ("connection_string", "sas_token", "account_key",
-                                                               "use_azure_cli", "use_default_credential"))
-        return cls(connection_string=getattr(args, "connection_string", None)
+        explicit = any((args.connection_string, args.sas_token, args.account_key, args.use_azure_cli,
+                        args.use_default_credential))
+        return cls(connection_string=args.connection_string
                    or (None if explicit else environ.get(CONNECTION_STRING_ENV)),
-                   sas_token=getattr(args, "sas_token", None), account_key=getattr(args, "account_key", None),
-                   use_azure_cli=bool(getattr(args, "use_azure_cli", False)),
-                   use_default_credential=bool(getattr(args, "use_default_credential", False)))
+                   sas_token=args.sas_token, account_key=args.account_key,
+                   use_azure_cli=bool(args.use_azure_cli), use_default_credential=bool(args.use_default_credential))
 
     def kind(self) -> Optional[str]:
         """What kind of credential this is, in words (never the secret)."""

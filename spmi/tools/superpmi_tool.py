@@ -84,19 +84,12 @@ class RunOptions:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "RunOptions":
-        options = cls(sequential=bool(getattr(args, "sequential", False)),
-                      parallelism=getattr(args, "parallelism", None),
-                      compile_list=getattr(args, "compile", None),
-                      error_limit=getattr(args, "error_limit", None),
-                      spmi_log_file=getattr(args, "spmi_log_file", None),
-                      break_on_assert=bool(getattr(args, "break_on_assert", False)),
-                      break_on_error=bool(getattr(args, "break_on_error", False)),
-                      produce_repro=bool(getattr(args, "produce_repro", False)),
-                      details=getattr(args, "details", None),
-                      skip_cleanup=bool(getattr(args, "skip_cleanup", False)),
-                      jit_name=getattr(args, "jit_name", None),
-                      altjit=bool(getattr(args, "altjit", False)),
-                      timeout=getattr(args, "timeout", None))
+        options = cls(sequential=bool(args.sequential), parallelism=args.parallelism, compile_list=args.compile,
+                      error_limit=args.error_limit, spmi_log_file=args.spmi_log_file,
+                      break_on_assert=bool(args.break_on_assert), break_on_error=bool(args.break_on_error),
+                      produce_repro=bool(args.produce_repro), details=args.details,
+                      skip_cleanup=bool(args.skip_cleanup), jit_name=args.jit_name, altjit=bool(args.altjit),
+                      timeout=args.timeout)
         options.validate()
         return options
 
