@@ -7,6 +7,7 @@ import pytest
 
 from spmi.base.errors import SuiteError
 from spmi.steps import asmdiffs_steps as steps
+from spmi.tools.superpmi_tool import SuperpmiInvocation
 
 ASM = Path("/spmi/asm.libraries.pmi")
 
@@ -85,8 +86,8 @@ def test_asmdiffs_command_line_reconstructs_the_run():
 
 
 def test_example_superpmi_command_is_one_paste_ready_line():
-    line = steps.example_superpmi_command(Path("/cr/superpmi"), Path("/cr/j.so"), Path("/c/x.mch"), 42, "x64",
-                                          "x64", False, ["JitAlignLoops=0"], ["D=1"],
+    line = steps.example_superpmi_command(SuperpmiInvocation(Path("/cr/superpmi"), "x64", "x64"), Path("/cr/j.so"),
+                                          Path("/c/x.mch"), 42, ["JitAlignLoops=0"], ["D=1"],
                                           {"DOTNET_JitDisasm": "*"}, "linux")
     assert line == ("/cr/superpmi -c 42 -jitoption force JitAlignLoops=0 -jitoption D=1 "
                     "-jitoption 'JitDisasm=*' /cr/j.so /c/x.mch")

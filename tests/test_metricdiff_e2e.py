@@ -226,9 +226,11 @@ def test_memdiff_fails_on_a_jit_that_cannot_load(sample, tmp_path):
 def test_release_jit_without_metrics_is_reported_clearly(sample, tmp_path):
     """A release JIT run without JitReportMetrics=1 reports no metrics: memdiff's check says so."""
     csv_path = tmp_path / "details.csv"
-    argv = metricdiff.build_metric_argv(sample.core_root / "superpmi", sample.release("base"), sample.release("diff"),
+    argv = metricdiff.build_metric_argv(metricdiff.SuperpmiInvocation(sample.core_root / "superpmi", sample.host_arch,
+                                                                     sample.host_arch,
+                                                                     metricdiff.RunOptions(sequential=True)),
+                                        sample.release("base"), sample.release("diff"),
                                         str(sample.collection("libraries.pmi")), csv_path,
-                                        metricdiff.RunOptions(sequential=True), sample.host_arch, sample.host_arch,
                                         metricdiff.JitPairOptions(), report_metrics=False, pin=None)
     subprocess.run(argv, cwd=str(sample.core_root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    timeout=120)

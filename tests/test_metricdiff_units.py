@@ -19,7 +19,7 @@ from spmi.reports import metric_model as model
 from spmi.steps import outputs
 from spmi.storage import archives
 from spmi.tools import pintools
-from spmi.tools.superpmi_tool import JitPairOptions, RunOptions
+from spmi.tools.superpmi_tool import JitPairOptions, RunOptions, SuperpmiInvocation
 
 RED = '<span style="color:red">'
 GREEN = '<span style="color:green">'
@@ -324,16 +324,17 @@ def test_threshold_argument():
 def test_metric_argv_shapes():
     pin = pintools.PinTool(Path("/p/pin"), Path("/p/clrjit_inscount_x64/libclrjit_inscount.so"))
     options = JitPairOptions(shared=["JitNoCSE=1"], base_only=["A=1"], diff_only=["B=2"])
-    argv = metricdiff.build_metric_argv(Path("/c/superpmi"), Path("/b.so"), Path("/d.so"), "/m.mch",
-                                       Path("/t/x.csv"), RunOptions(), "x64", "x64", options, False, pin)
+    argv = metricdiff.build_metric_argv(SuperpmiInvocation(Path("/c/superpmi"), "x64", "x64", RunOptions()),
+                                       Path("/b.so"), Path("/d.so"), "/m.mch", Path("/t/x.csv"), options, False, pin)
     assert argv == ["/p/pin", "-follow_execv", "-t", "/p/clrjit_inscount_x64/libclrjit_inscount.so", "-quiet", "--",
                     "/c/superpmi", "-applyDiff", "-v", "ewi", "-details", "/t/x.csv",
                     "-jitoption", "force", "JitReportMetrics=0", "-jitoption", "A=1", "-jitoption", "JitNoCSE=1",
                     "-jit2option", "force", "JitReportMetrics=0", "-jit2option", "B=2", "-jit2option", "JitNoCSE=1",
                     "-p", "/b.so", "/d.so", "/m.mch"]
-    mem = metricdiff.build_metric_argv(Path("/c/superpmi"), Path("/b.so"), Path("/d.so"), "/m.mch",
-                                      Path("/t/x.csv"), RunOptions(sequential=True, error_limit=100, altjit=True),
-                                      "x64", "arm64", JitPairOptions(), True, None)
+    mem = metricdiff.build_metric_argv(SuperpmiInvocation(Path("/c/superpmi"), "x64", "arm64",
+                                                         RunOptions(sequential=True, error_limit=100, altjit=True)),
+                                      Path("/b.so"), Path("/d.so"), "/m.mch", Path("/t/x.csv"), JitPairOptions(), True,
+                                      None)
     assert mem == ["/c/superpmi", "-applyDiff", "-v", "ewi", "-details", "/t/x.csv", "-target", "arm64",
                    "-jitoption", "force", "AltJit=*", "-jitoption", "force", "AltJitNgen=*",
                    "-jit2option", "force", "AltJit=*", "-jit2option", "force", "AltJitNgen=*",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -16,6 +17,10 @@ SPMI, JIT, MCH = Path("/cr/superpmi"), Path("/cr/libclrjit.so"), Path("/c/librar
 FILES = st.RunFiles(Path("/t/libraries.pmi.mch_fail.mcl"), Path("/t/libraries.pmi.mch_details.csv"))
 
 
+def call(host_arch: str, target_arch: str, options: st.RunOptions) -> st.SuperpmiInvocation:
+    return st.SuperpmiInvocation(SPMI, host_arch, target_arch, options)
+
+
 def parse_options(*argv: str) -> st.RunOptions:
     parser = argparse.ArgumentParser()
     st.add_run_options(parser)
@@ -23,7 +28,7 @@ def parse_options(*argv: str) -> st.RunOptions:
 
 
 def test_replay_argv_default_is_parallel_with_files_last():
-    argv = st.build_replay_argv(SPMI, JIT, MCH, FILES, st.RunOptions(), "x64", "x64", [])
+    argv = st.build_replay_argv(call("x64", "x64", st.RunOptions()), JIT, MCH, FILES, [])
     assert argv == [str(SPMI), "-v", "ewi", "-p", "-f", str(FILES.fail_mcl), "-details", str(FILES.details_csv),
                     str(JIT), str(MCH)]
 
@@ -32,7 +37,7 @@ def test_replay_argv_with_everything_in_contract_order():
     options = parse_options("--parallelism", "4", "--break_on_assert", "--break_on_error", "-error_limit", "7",
                             "--altjit", "--produce_repro")
     files = st.RunFiles(FILES.fail_mcl, FILES.details_csv, Path("/t/repro"))
-    argv = st.build_replay_argv(SPMI, JIT, MCH, files, options, "x64", "arm64", ["JitNoCSE=1", "A=b"])
+    argv = st.build_replay_argv(call("x64", "arm64", options), JIT, MCH, files, ["JitNoCSE=1", "A=b"])
     assert argv[1:] == ["-v", "ewi", "-r", "/t/repro", "-p", "4", "-boa", "-boe", "-failureLimit", "7",
                         "-jitoption", "force", "AltJit=*", "-jitoption", "force", "AltJitNgen=*",
                         "-target", "arm64", "-jitoption", "JitNoCSE=1", "-jitoption", "A=b",
@@ -40,11 +45,11 @@ def test_replay_argv_with_everything_in_contract_order():
 
 
 def test_compile_list_and_sequential_drop_p():
-    assert "-p" not in st.build_replay_argv(SPMI, JIT, MCH, FILES, parse_options("-c", "5,9"), "x64", "x64", [])
-    argv = st.build_replay_argv(SPMI, JIT, MCH, FILES, parse_options("-compile", "5,9"), "x64", "x64", [])
+    assert "-p" not in st.build_replay_argv(call("x64", "x64", parse_options("-c", "5,9")), JIT, MCH, FILES, [])
+    argv = st.build_replay_argv(call("x64", "x64", parse_options("-compile", "5,9")), JIT, MCH, FILES, [])
     assert argv[3:5] == ["-c", "5,9"]
     seq = parse_options("--sequential", "-spmi_log_file", "/t/log.txt")
-    argv = st.build_replay_argv(SPMI, JIT, MCH, FILES, seq, "x64", "x64", [])
+    argv = st.build_replay_argv(call("x64", "x64", seq), JIT, MCH, FILES, [])
     assert "-p" not in argv and argv[3:5] == ["-w", "/t/log.txt"]
 
 
@@ -61,7 +66,7 @@ def test_asmdiffs_argv_order():
     options = parse_options("--altjit", "--parallelism", "3")
     pair = st.JitPairOptions(forced=st.asmdiffs_replay_options(align_loops=False), shared=["S=1"],
                              base_only=["B=1"], diff_only=["D=1"])
-    argv = st.build_asmdiffs_argv(SPMI, Path("/b/j.so"), JIT, MCH, FILES, options, "x64", "arm64", pair,
+    argv = st.build_asmdiffs_argv(call("x64", "arm64", options), Path("/b/j.so"), JIT, MCH, FILES, pair,
                                   ignore_stored_config=True)
     forced = ["force", "JitEnableNoWayAssert=1"], ["force", "JitNoForceFallback=1"], ["force", "JitAlignLoops=0"]
     expected = [str(SPMI), "-a", "-v", "ewi", "-f", str(FILES.fail_mcl), "-details", str(FILES.details_csv),
@@ -83,7 +88,7 @@ def test_align_loops_keeps_alignment():
 
 
 def test_listing_argv_forces_the_stdout_file():
-    argv = st.build_listing_argv(SPMI, JIT, MCH, [9, 5, 6, 7, 12], "x64", "x64", False, ["X=1"], ["Y=2"],
+    argv = st.build_listing_argv(call("x64", "x64", st.RunOptions()), JIT, MCH, [9, 5, 6, 7, 12], ["X=1"], ["Y=2"],
                                  Path("/t/out.txt"))
     assert argv == [str(SPMI), "-c", "5-7,9,12", "-jitoption", "force", "X=1", "-jitoption", "force",
                     "JitStdOutFile=/t/out.txt", "-jitoption", "Y=2", str(JIT), str(MCH)]
@@ -227,3 +232,14 @@ def test_result_kinds_are_one_enum_whose_values_are_the_words_used_in_outputs():
     assert f"{st.ResultKind.JIT_INIT}" == "jit_init" and json.dumps([st.ResultKind.CRASH]) == '["crash"]'
     assert [k.value for k in st.ResultKind if k.has_no_data] == ["fatal", "jit_init", "crash", "timeout", "unknown"]
     assert not st.ResultKind.FAILURES.has_no_data and st.ResultKind.FATAL.explained_in_stderr
+
+
+def test_an_invocation_is_one_frozen_record_the_builders_only_read():
+    invocation = call("x64", "arm64", st.RunOptions(altjit=True))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        invocation.host_arch = "x86"  # type: ignore[misc]
+    single = invocation.with_options(st.RunOptions(sequential=True))
+    assert (single.superpmi, single.target_arch, single.altjit) == (SPMI, "arm64", False) and invocation.altjit
+    first = st.build_replay_argv(invocation, JIT, MCH, FILES, ["A=1"])
+    assert st.build_replay_argv(invocation, JIT, MCH, FILES, ["A=1"]) == first
+    assert ["-target", "arm64"] == first[first.index("-target"):first.index("-target") + 2]

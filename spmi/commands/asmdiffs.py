@@ -113,6 +113,11 @@ class Job:
     temp_dir: Path
     analyzer: str = ""
 
+    @property
+    def invocation(self) -> superpmi_tool.SuperpmiInvocation:
+        return superpmi_tool.SuperpmiInvocation(self.superpmi, self.settings.arch, self.settings.target_arch,
+                                                self.options)
+
 
 @dataclass
 class CollectionDiff:
@@ -207,8 +212,7 @@ def finish(results: Sequence[CollectionDiff], summary_files: Sequence[Path]) -> 
 
 def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
     files = superpmi_tool.run_files(work, mch, job.options)
-    argv = superpmi_tool.build_asmdiffs_argv(job.superpmi, job.base_jit, job.diff_jit, mch, files, job.options,
-                                             job.settings.arch, job.settings.target_arch, job.jit_options,
+    argv = superpmi_tool.build_asmdiffs_argv(job.invocation, job.base_jit, job.diff_jit, mch, files, job.jit_options,
                                              ignore_stored_config=job.flags.diff_with_release)
     log.info("")
     log.info("Running asm diffs of %s", mch)
@@ -226,8 +230,7 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
     if problem:
         (log.error if not outcome.failed else log.warning)("%s", problem)
     if outcome.verdict.kind is superpmi_tool.ResultKind.FAILURES and job.options.produce_repro:
-        command = replay_steps.repro_command_prefix(job.superpmi, job.settings, job.options,
-                                              job.jit_options.side("diff"), job.diff_jit)
+        command = replay_steps.repro_command_prefix(job.invocation, job.jit_options.side("diff"), job.diff_jit)
         replay_steps.attach_repros(outcome, work, job.settings, mch, command, job.flags.tag)
     replay_steps.emit_azdo_issues(outcome)
     if table is None:
@@ -310,7 +313,7 @@ def console_totals(aggregates: "asm_model.CollectionAggregates") -> steps.Consol
 
 
 def listing_flags(job: Job) -> List[str]:
-    flags = superpmi_tool.target_flags(job.settings.arch, job.settings.target_arch)
+    flags = job.invocation.target_flags()
     if job.options.altjit:
         flags += superpmi_tool.altjit_flags(two_jits=False)
     return flags
@@ -416,8 +419,8 @@ def collect_examples(job: Job, result: CollectionDiff, pick: "asm_analysis.Conte
                 run = runner.run(steps.example_diff_argv(git, base, diff), log_output=False)
                 text = asm_markdown.example_diff_text(run.stdout, run.code)
             command = steps.example_superpmi_command(
-                job.superpmi, job.diff_jit, result.mch, row.context, job.settings.arch, job.settings.target_arch,
-                job.options.altjit, job.jit_options.forced, job.jit_options.side("diff"), env, job.settings.host_os)
+                job.invocation, job.diff_jit, result.mch, row.context, job.jit_options.forced,
+                job.jit_options.side("diff"), env, job.settings.host_os)
             examples.append(asm_analysis.example_from_row(row, kind, title, text, command))
     return examples
 
@@ -444,12 +447,10 @@ def failure_repro_commands(job: Job, result: CollectionDiff) -> List[str]:
     """Paste-ready commands for the failing contexts: the repro `.mc` files, else `-c N` runs."""
     outcome = result.outcome
     if outcome.repros:
-        prefix = replay_steps.repro_command_prefix(job.superpmi, job.settings, job.options, job.jit_options.side("diff"),
-                                             job.diff_jit)
+        prefix = replay_steps.repro_command_prefix(job.invocation, job.jit_options.side("diff"), job.diff_jit)
         return [runner.format_command(prefix + [str(path)], job.settings.host_os) for path in outcome.repros]
-    return [runner.format_command(steps.context_repro_argv(job.superpmi, job.base_jit, job.diff_jit, result.mch,
-                                                           context, job.settings.arch, job.settings.target_arch,
-                                                           job.options.altjit, job.jit_options),
+    return [runner.format_command(steps.context_repro_argv(job.invocation, job.base_jit, job.diff_jit, result.mch,
+                                                           context, job.jit_options),
                                    job.settings.host_os)
             for context in outcome.failing_contexts]
 

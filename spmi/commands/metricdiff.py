@@ -31,7 +31,7 @@ from spmi.reports.metric_model import BYTES_ALLOCATED, INSTRUCTIONS, MEMDIFF, TP
 from spmi.sources import baseline, mch_sources
 from spmi.steps import jit_pair, replay_steps
 from spmi.tools import jit_build, superpmi_tool
-from spmi.tools.superpmi_tool import JitPairOptions, RunFiles, RunOptions
+from spmi.tools.superpmi_tool import JitPairOptions, RunFiles, RunOptions, SuperpmiInvocation
 
 if TYPE_CHECKING:  # PIN is for tpdiff only: imported where used
     from spmi.tools import pintools
@@ -89,17 +89,18 @@ def report_metrics_option(enabled: bool) -> str:
     return f"JitReportMetrics={1 if enabled else 0}"
 
 
-def build_metric_argv(superpmi: Path, base_jit: Path, diff_jit: Path, mch: str, details_csv: Optional[Path],
-                      options: RunOptions, host_arch: str, target_arch: str, jit_options: JitPairOptions,
-                      report_metrics: bool, pin: Optional[pintools.PinTool]) -> List[str]:
+def build_metric_argv(call: SuperpmiInvocation, base_jit: Path, diff_jit: Path, mch: str,
+                      details_csv: Optional[Path], jit_options: JitPairOptions, report_metrics: bool,
+                      pin: Optional[pintools.PinTool]) -> List[str]:
     """§12.6 tpdiff/memdiff: `[pin … --] superpmi -applyDiff -v ewi -details <csv> [-target] [altjit]
     -jitoption force JitReportMetrics=N [-jitoption …] -jit2option force JitReportMetrics=N [-jit2option …]
     [par] [common] <base jit> <diff jit> <mch>`."""
     argv = pin.command_prefix() if pin is not None else []
-    argv += [str(superpmi), "-applyDiff", "-v", "ewi"]
+    options = call.options
+    argv += [str(call.superpmi), "-applyDiff", "-v", "ewi"]
     if details_csv is not None:
         argv += ["-details", str(details_csv)]
-    argv += superpmi_tool.target_flags(host_arch, target_arch)
+    argv += call.target_flags()
     if options.altjit:
         argv += superpmi_tool.altjit_flags(two_jits=True)
     forced = [report_metrics_option(report_metrics)]
@@ -112,13 +113,11 @@ def build_metric_argv(superpmi: Path, base_jit: Path, diff_jit: Path, mch: str, 
     return argv
 
 
-def repro_template(superpmi: Path, base_jit: Path, diff_jit: Path, options: RunOptions, host_arch: str,
-                   target_arch: str, jit_options: JitPairOptions, report_metrics: bool,
-                   pin: Optional[pintools.PinTool], host_os: str) -> str:
+def repro_template(call: SuperpmiInvocation, base_jit: Path, diff_jit: Path, jit_options: JitPairOptions,
+                   report_metrics: bool, pin: Optional[pintools.PinTool], host_os: str) -> str:
     """`[pin … --] superpmi -applyDiff … -c N <base jit> <diff jit> <collection>` for one context."""
-    single = RunOptions(sequential=True, compile_list="N", altjit=options.altjit)
-    argv = build_metric_argv(superpmi, base_jit, diff_jit, "", Path("details.csv"), single, host_arch,
-                             target_arch, jit_options, report_metrics, pin)
+    single = call.with_options(RunOptions(sequential=True, compile_list="N", altjit=call.altjit))
+    argv = build_metric_argv(single, base_jit, diff_jit, "", Path("details.csv"), jit_options, report_metrics, pin)
     return runner.format_command(argv[:-1], host_os) + " <collection>"
 
 
@@ -175,6 +174,10 @@ class MetricJob:
     pin: Optional[pintools.PinTool]
 
     @property
+    def invocation(self) -> SuperpmiInvocation:
+        return SuperpmiInvocation(self.superpmi, self.settings.arch, self.settings.target_arch, self.options)
+
+    @property
     def report_metrics(self) -> bool:
         return self.kind == MEMDIFF
 
@@ -215,8 +218,8 @@ def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
         log_build_warnings(run.base_build, run.diff_build)
     else:
         run.threshold = chosen.threshold
-    run.repro = repro_template(job.superpmi, job.base_jit, job.diff_jit, options, settings.arch,
-                               settings.target_arch, job.jit_options, job.report_metrics, job.pin, settings.host_os)
+    run.repro = repro_template(job.invocation, job.base_jit, job.diff_jit, job.jit_options, job.report_metrics,
+                               job.pin, settings.host_os)
     collections = mch_sources.resolve_collections(args, settings)
     with fsutil.temporary_directory(prefix=f"spmi-{kind}-", keep=options.skip_cleanup) as temp_dir:
         for index, mch in enumerate(collections):
@@ -252,9 +255,8 @@ def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRu
     mch = mch.resolve()
     files = RunFiles(fail_mcl=work_dir / f"{mch.name}_fail.mcl",
                      details_csv=superpmi_tool.details_csv_path(job.options.details, mch, work_dir).resolve())
-    argv = build_metric_argv(job.superpmi, job.base_jit, job.diff_jit, str(mch), files.details_csv, job.options,
-                             job.settings.arch, job.settings.target_arch, job.jit_options, job.report_metrics,
-                             job.pin)
+    argv = build_metric_argv(job.invocation, job.base_jit, job.diff_jit, str(mch), files.details_csv,
+                             job.jit_options, job.report_metrics, job.pin)
     log.info("")
     log.info("%s %s", "Measuring throughput of" if job.kind == TPDIFF else "Measuring JIT metrics of", mch)
     log.info("Invoking: %s", runner.format_command(argv, job.settings.host_os))

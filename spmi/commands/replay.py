@@ -26,7 +26,7 @@ from spmi.steps.replay_steps import (
     repro_command_prefix,
 )
 from spmi.tools import jit_build, superpmi_tool
-from spmi.tools.superpmi_tool import RunOptions
+from spmi.tools.superpmi_tool import RunOptions, SuperpmiInvocation
 
 log = logging.getLogger("superpmi")
 
@@ -52,6 +52,10 @@ class ReplayContext:
     jit: Path
     jit_options: List[str]
     temp_dir: Path
+
+    @property
+    def invocation(self) -> SuperpmiInvocation:
+        return SuperpmiInvocation(self.superpmi, self.settings.arch, self.settings.target_arch, self.options)
 
 
 def resolve_jit(args: argparse.Namespace, settings: config.Settings, options: RunOptions) -> Path:
@@ -94,15 +98,14 @@ def _core_root(settings: config.Settings, superpmi: Path) -> Path:
 
 def replay_collection(ctx: ReplayContext, mch: Path, core_root: Path) -> CollectionOutcome:
     files = superpmi_tool.run_files(ctx.temp_dir, mch, ctx.options)
-    argv = superpmi_tool.build_replay_argv(ctx.superpmi, ctx.jit, mch, files, ctx.options,
-                                           ctx.settings.arch, ctx.settings.target_arch, ctx.jit_options)
+    argv = superpmi_tool.build_replay_argv(ctx.invocation, ctx.jit, mch, files, ctx.jit_options)
     log.info("")
     log.info("Replaying %s", mch)
     log.info("Invoking: %s", runner.format_command(argv, ctx.settings.host_os))
     run = superpmi_tool.run_superpmi(argv, core_root, ctx.options.timeout)
     outcome = finish_run(run, mch, files, diff_mode=False, timeout=ctx.options.timeout)
     if outcome.verdict.kind is superpmi_tool.ResultKind.FAILURES and ctx.options.produce_repro:
-        repro_cmd = repro_command_prefix(ctx.superpmi, ctx.settings, ctx.options, ctx.jit_options, ctx.jit)
+        repro_cmd = repro_command_prefix(ctx.invocation, ctx.jit_options, ctx.jit)
         attach_repros(outcome, ctx.temp_dir, ctx.settings, mch, repro_cmd, tag=None)
     emit_azdo_issues(outcome)
     return outcome

@@ -145,13 +145,13 @@ def replay_instruction_lines(env: Mapping[str, str], superpmi: Path, flags: Sequ
     return lines + [f"{head} -c ### {tail}", ""]
 
 
-def example_superpmi_command(superpmi: Path, jit: Path, mch: Path, context: int, host_arch: str,
-                             target_arch: str, altjit: bool, forced: Sequence[str], jit_options: Sequence[str],
-                             env: Mapping[str, str], host_os: str) -> str:
+def example_superpmi_command(call: superpmi_tool.SuperpmiInvocation, jit: Path, mch: Path, context: int,
+                             forced: Sequence[str], jit_options: Sequence[str], env: Mapping[str, str],
+                             host_os: str) -> str:
     """Paste-ready `superpmi -c N …` printing one context's listing (listing settings as JIT options)."""
     listing_options = [f"{name[len('DOTNET_'):]}={value}" for name, value in env.items() if name.startswith("DOTNET_")]
-    argv = superpmi_tool.build_listing_argv(superpmi, jit, mch, [context], host_arch, target_arch, altjit, forced,
-                                            list(jit_options) + listing_options, None)
+    argv = superpmi_tool.build_listing_argv(call, jit, mch, [context], forced, list(jit_options) + listing_options,
+                                            None)
     return runner.format_command(argv, host_os)
 
 
@@ -210,12 +210,12 @@ def _repeat(flag: str, values: Iterable[str]) -> List[str]:
     return out
 
 
-def context_repro_argv(superpmi: Path, base_jit: Path, diff_jit: Path, mch: Path, context: int, host_arch: str,
-                       target_arch: str, altjit: bool, jit_options: "superpmi_tool.JitPairOptions") -> List[str]:
+def context_repro_argv(call: superpmi_tool.SuperpmiInvocation, base_jit: Path, diff_jit: Path, mch: Path,
+                       context: int, jit_options: "superpmi_tool.JitPairOptions") -> List[str]:
     """`superpmi -a -c N [-target] [altjit] -jitoption … -jit2option … <base> <diff> <mch>`: one failing context."""
-    argv = [str(superpmi), "-a", "-c", str(context)]
-    argv += superpmi_tool.target_flags(host_arch, target_arch)
-    if altjit:
+    argv = [str(call.superpmi), "-a", "-c", str(context)]
+    argv += call.target_flags()
+    if call.altjit:
         argv += superpmi_tool.altjit_flags(two_jits=True)
     argv += superpmi_tool.option_flags("-jitoption", jit_options.forced, force=True)
     argv += superpmi_tool.option_flags("-jitoption", jit_options.side("base"))

@@ -11,7 +11,7 @@ from typing import List, Optional, Sequence
 from spmi.base import cioutput, config
 from spmi.formats import details
 from spmi.tools import superpmi_tool
-from spmi.tools.superpmi_tool import AssertInstance, ResultKind, RunOptions, Verdict
+from spmi.tools.superpmi_tool import AssertInstance, ResultKind, SuperpmiInvocation, Verdict
 
 log = logging.getLogger("superpmi")
 
@@ -152,12 +152,11 @@ def counts_from_table(table: "details.DetailsTable", diff_mode: bool) -> superpm
     return superpmi_tool.ContextCounts(len(rows), either, base, diff)
 
 
-def repro_command_prefix(superpmi: Path, settings: config.Settings, options: RunOptions,
-                         jit_options: Sequence[str], jit: Path) -> List[str]:
+def repro_command_prefix(call: SuperpmiInvocation, jit_options: Sequence[str], jit: Path) -> List[str]:
     """`<superpmi> <repro flags> <jit>`: target, altjit and JIT options as replayed."""
-    argv = [str(superpmi)]
-    argv += superpmi_tool.target_flags(settings.arch, settings.target_arch)
-    if options.altjit:
+    argv = [str(call.superpmi)]
+    argv += call.target_flags()
+    if call.altjit:
         argv += superpmi_tool.altjit_flags(two_jits=False)
     argv += superpmi_tool.option_flags("-jitoption", jit_options)
     return argv + [str(jit)]

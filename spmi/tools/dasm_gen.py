@@ -175,6 +175,11 @@ class ListingSetup:
     timeout: Optional[float] = None
     extension: str = ".dasm"
 
+    @property
+    def invocation(self) -> superpmi_tool.SuperpmiInvocation:
+        return superpmi_tool.SuperpmiInvocation(self.superpmi, self.host_arch, self.target_arch,
+                                                superpmi_tool.RunOptions(altjit=self.altjit))
+
 
 @dataclass(frozen=True)
 class ListingFailure:
@@ -220,9 +225,8 @@ class _Generator:
 
     def _argv(self, side: JitSide, contexts: Sequence[int], stdout_file: Path) -> List[str]:
         setup = self.setup
-        argv = superpmi_tool.build_listing_argv(setup.superpmi, side.jit, setup.mch, contexts, setup.host_arch,
-                                                setup.target_arch, setup.altjit, setup.forced, side.jit_options,
-                                                stdout_file)
+        argv = superpmi_tool.build_listing_argv(setup.invocation, side.jit, setup.mch, contexts, setup.forced,
+                                                side.jit_options, stdout_file)
         if len(argv[2]) > MAX_INLINE_LIST:
             mcl = stdout_file.with_suffix(".mcl")
             mcl.write_bytes("".join(f"{c}\r\n" for c in sorted(contexts)).encode("ascii"))

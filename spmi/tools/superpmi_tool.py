@@ -16,6 +16,7 @@ becomes a failed run with a one-line reason) and `collect_repros` (moves repro
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import enum
 import logging
 import os
@@ -182,16 +183,38 @@ class RunFiles:
     repro_prefix: Optional[Path] = None
 
 
-def build_replay_argv(superpmi: Path, jit: Path, mch: Path, files: RunFiles, options: RunOptions,
-                      host_arch: str, target_arch: str, jit_options: Sequence[str]) -> List[str]:
+@dataclass(frozen=True)
+class SuperpmiInvocation:
+    """What every superpmi run of one command shares (§12.6): the tool, the host
+    and target architectures, and the run options (altjit, parallelism, timeout…)."""
+
+    superpmi: Path
+    host_arch: str
+    target_arch: str
+    options: RunOptions = RunOptions()
+
+    @property
+    def altjit(self) -> bool:
+        return self.options.altjit
+
+    def with_options(self, options: RunOptions) -> "SuperpmiInvocation":
+        return dataclasses.replace(self, options=options)
+
+    def target_flags(self) -> List[str]:
+        return target_flags(self.host_arch, self.target_arch)
+
+
+def build_replay_argv(call: SuperpmiInvocation, jit: Path, mch: Path, files: RunFiles,
+                      jit_options: Sequence[str]) -> List[str]:
     """replay: `superpmi -v ewi [-r] [par] [common] [altjit] [-target] [-jitoption o]… -f -details <jit> <mch>`."""
-    argv = [str(superpmi), "-v", "ewi"]
+    options = call.options
+    argv = [str(call.superpmi), "-v", "ewi"]
     if files.repro_prefix is not None:
         argv += ["-r", str(files.repro_prefix)]
     argv += parallel_flags(options) + common_flags(options)
     if options.altjit:
         argv += altjit_flags(two_jits=False)
-    argv += target_flags(host_arch, target_arch)
+    argv += call.target_flags()
     argv += option_flags("-jitoption", jit_options)
     argv += ["-f", str(files.fail_mcl), "-details", str(files.details_csv), str(jit), str(mch)]
     return argv
@@ -212,15 +235,15 @@ class JitPairOptions:
         return list(specific) + list(self.shared)
 
 
-def build_asmdiffs_argv(superpmi: Path, base_jit: Path, diff_jit: Path, mch: Path, files: RunFiles,
-                        options: RunOptions, host_arch: str, target_arch: str, jit_options: JitPairOptions,
-                        ignore_stored_config: bool = False) -> List[str]:
+def build_asmdiffs_argv(call: SuperpmiInvocation, base_jit: Path, diff_jit: Path, mch: Path, files: RunFiles,
+                        jit_options: JitPairOptions, ignore_stored_config: bool = False) -> List[str]:
     """asmdiffs: `superpmi -a -v ewi -f -details [-r] [-target] [altjit] -jitoption force …
     [-jitoption …] -jit2option force … [-jit2option …] [par] [common] [-ignoreStoredConfig] <base> <diff> <mch>`."""
-    argv = [str(superpmi), "-a", "-v", "ewi", "-f", str(files.fail_mcl), "-details", str(files.details_csv)]
+    options = call.options
+    argv = [str(call.superpmi), "-a", "-v", "ewi", "-f", str(files.fail_mcl), "-details", str(files.details_csv)]
     if files.repro_prefix is not None:
         argv += ["-r", str(files.repro_prefix)]
-    argv += target_flags(host_arch, target_arch)
+    argv += call.target_flags()
     if options.altjit:
         argv += altjit_flags(two_jits=True)
     argv += option_flags("-jitoption", jit_options.forced, force=True)
@@ -234,17 +257,16 @@ def build_asmdiffs_argv(superpmi: Path, base_jit: Path, diff_jit: Path, mch: Pat
     return argv
 
 
-def build_listing_argv(superpmi: Path, jit: Path, mch: Path, contexts: Sequence[int], host_arch: str,
-                       target_arch: str, altjit: bool, forced: Sequence[str], jit_options: Sequence[str],
-                       stdout_file: Optional[Path]) -> List[str]:
+def build_listing_argv(call: SuperpmiInvocation, jit: Path, mch: Path, contexts: Sequence[int],
+                       forced: Sequence[str], jit_options: Sequence[str], stdout_file: Optional[Path]) -> List[str]:
     """Listing run for one JIT: `superpmi -c <list> [-target] [altjit] -jitoption force … [-jitoption …] <jit> <mch>`.
 
     With `stdout_file` the JIT's stdout goes there through a forced option (so a
     value recorded in the collection cannot redirect it).
     """
-    argv = [str(superpmi), "-c", format_context_list(contexts)]
-    argv += target_flags(host_arch, target_arch)
-    if altjit:
+    argv = [str(call.superpmi), "-c", format_context_list(contexts)]
+    argv += call.target_flags()
+    if call.altjit:
         argv += altjit_flags(two_jits=False)
     forced_values = list(forced)
     if stdout_file is not None:
