@@ -194,8 +194,9 @@ def require_product_dir(settings: Settings) -> Path:
 def run(args: argparse.Namespace, argv: Optional[Sequence[str]]) -> int:
     """Run the chosen `jitrollingbuild.py` command after the shared set-up (logging, secrets, settings)."""
     check_flag_combinations(args)
-    for secret_option in ("connection_string", "sas_token", "account_key"):
-        redaction.register_secret(getattr(args, secret_option, None))
+    if args.func is upload_command:  # the one command with storage credentials
+        for secret in (args.connection_string, args.sas_token, args.account_key):
+            redaction.register_secret(secret)
     settings = config.resolve_settings(args)
     config.start_logging(args, settings)
     log.debug("Command line: %s", runner.format_command([PROG, *(sys.argv[1:] if argv is None else argv)]))
