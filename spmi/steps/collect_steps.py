@@ -20,7 +20,7 @@ from spmi.base.errors import SuiteError
 from spmi.steps import mch_merge, replay_steps
 from spmi.tools import mcs as mcs_tool
 from spmi.tools import superpmi_tool
-from spmi.tools.superpmi_tool import RunFiles, RunOptions
+from spmi.tools.superpmi_tool import ResultKind, RunFiles, RunOptions
 
 log = logging.getLogger("superpmi")
 
@@ -57,6 +57,11 @@ class Replayer:
     core_root: Path
     settings: config.Settings
     options: RunOptions
+
+    @property
+    def invocation(self) -> superpmi_tool.SuperpmiInvocation:
+        """Collections are replayed for the host: the target is the host architecture."""
+        return superpmi_tool.SuperpmiInvocation(self.superpmi, self.settings.arch, self.settings.arch, self.options)
 
 
 # ---------------------------------------------------------------- output path (pure + checks)
@@ -130,12 +135,10 @@ def replay_for_failures(replayer: Replayer, mch: Path, fail_mcl: Path) -> replay
     """`superpmi -v ewi [-p] -f <fail.mcl> -details <csv> <jit> <mch>`; the run must have completed."""
     _remove_if_exists(fail_mcl)
     files = RunFiles(fail_mcl=fail_mcl, details_csv=fail_mcl.with_suffix(".csv"))
-    settings = replayer.settings
-    argv = superpmi_tool.build_replay_argv(replayer.superpmi, replayer.jit, mch, files, replayer.options,
-                                           settings.arch, settings.arch, [])
+    argv = superpmi_tool.build_replay_argv(replayer.invocation, replayer.jit, mch, files, [])
     run = superpmi_tool.run_superpmi(argv, replayer.core_root, replayer.options.timeout)
     outcome = replay_steps.finish_run(run, mch, files, diff_mode=False, timeout=replayer.options.timeout)
-    if outcome.verdict.kind not in (superpmi_tool.CLEAN, superpmi_tool.MISSING, superpmi_tool.FAILURES):
+    if outcome.verdict.kind not in (ResultKind.CLEAN, ResultKind.MISSING, ResultKind.FAILURES):
         raise SuiteError(f"superpmi could not replay {mch}: {outcome.verdict.message}")
     outcome.failing_contexts = superpmi_tool.read_mcl(fail_mcl)
     return outcome
@@ -176,7 +179,7 @@ def verify_clean(replayer: Replayer, work: WorkFiles) -> None:
     log.info("Verifying %s", work.staged_final)
     fail_mcl = work.temp_dir / "finalfail.mcl"
     outcome = replay_for_failures(replayer, work.staged_final, fail_mcl)
-    if outcome.verdict.kind == superpmi_tool.FAILURES or outcome.failing_contexts:
+    if outcome.verdict.kind is ResultKind.FAILURES or outcome.failing_contexts:
         contexts = replay_steps.summarize_contexts(outcome.failing_contexts) or "unknown"
         raise SuiteError(f"the cleaned collection still fails to replay (contexts {contexts}); "
                          "see the log file for superpmi's output")
