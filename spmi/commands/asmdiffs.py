@@ -92,7 +92,7 @@ class AsmdiffsFlags:
                    align_loops=bool(args.alignloops), gcinfo=bool(args.gcinfo), debuginfo=bool(args.debuginfo),
                    diff_jit_dump=bool(args.diff_jit_dump), diff_with_release=bool(args.diff_with_release),
                    git_diff=bool(args.git_diff), tag=args.tag, summary_as_json=bool(args.summary_as_json),
-                   html=not getattr(args, "no_html", False))
+                   html=not args.no_html)
 
 
 @dataclass
@@ -515,9 +515,8 @@ def write_html_report(job: Job, results: Sequence[CollectionDiff], collections: 
             continue
 
         def repro(context: int, mch: Path = result.mch) -> str:
-            return steps.example_superpmi_command(
-                job.superpmi, job.diff_jit, mch, context, job.settings.arch, job.settings.target_arch,
-                job.options.altjit, job.jit_options.forced, job.jit_options.side("diff"), env, job.settings.host_os)
+            return steps.example_superpmi_command(job.invocation, job.diff_jit, mch, context, job.jit_options.forced,
+                                                  job.jit_options.side("diff"), env, job.settings.host_os)
 
         listings += html_step.read_listings(result.mch.name, result.asm_dir, repro, budget)
     report = html_build.report_from_summary(build_summary(job, results, collections), listings)
