@@ -37,7 +37,7 @@ from bench_support import ROOT, make_sample_toolchain, work_folder
 sys.path.insert(0, str(ROOT))
 
 from spmi.commands import metricdiff
-from spmi.tools.superpmi_tool import JitPairOptions, RunOptions
+from spmi.tools.superpmi_tool import JitPairOptions, RunOptions, SuperpmiInvocation
 
 
 def make_toolchain(directory: Path, contexts: int) -> dict:
@@ -122,13 +122,13 @@ def time_raw(toolchain: Path, manifest: dict, collections: List[str], scratch: P
     native = next(iter(manifest["jit_names"]))
     jit = manifest["jit_names"][native]
     superpmi = Path(manifest["superpmi"])
-    options = RunOptions(sequential=sequential)
+    call = SuperpmiInvocation(superpmi, manifest["host_arch"], manifest["host_arch"],
+                              RunOptions(sequential=sequential))
     started = time.perf_counter()
     for index, mch in enumerate(collections):
-        argv = metricdiff.build_metric_argv(superpmi, toolchain / "release" / "base" / jit,
-                                            toolchain / "release" / "diff" / jit, mch,
-                                            scratch / f"{index}.csv", options, manifest["host_arch"],
-                                            manifest["host_arch"], JitPairOptions(), report_metrics=True, pin=None)
+        argv = metricdiff.build_metric_argv(call, toolchain / "release" / "base" / jit,
+                                            toolchain / "release" / "diff" / jit, mch, scratch / f"{index}.csv",
+                                            JitPairOptions(), report_metrics=True, pin=None)
         subprocess.run(argv, cwd=str(superpmi.parent), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        env=env)
     return time.perf_counter() - started

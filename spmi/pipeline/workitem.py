@@ -477,7 +477,7 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> Dr
         mch_files=list(args.mch_files or []),
         private_stores=list(args.private_store or []),
         python=environ.get("HELIX_PYTHONPATH") or sys.executable,
-        part=part_from_args(getattr(args, "part", None)))
+        part=part_from_args(args.part))
 
 
 def part_from_args(text: Optional[str]) -> Part:
