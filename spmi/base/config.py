@@ -297,23 +297,36 @@ def guid_from_header_text(text: str) -> Optional[str]:
     return None
 
 
+_SAFE_JIT_EE_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def checked_jit_ee_version(value: str, source: str = "-jit_ee_version") -> str:
+    """A JIT-EE version names a folder and blob prefix: a GUID or a plain name (letters, digits,
+    `.`, `_`, `-`), lower-cased; anything else is refused before it reaches a path (§9, §12.20)."""
+    text = value.strip()
+    if not _SAFE_JIT_EE_VERSION_RE.match(text) or ".." in text:
+        raise SuiteError(f"{source} {value!r} is not a JIT-EE version GUID or a plain name "
+                         "(letters, digits, '.', '_', '-'); pass the GUID, e.g. 5f2a8c1e-3b7d-4e96-a0c4-9d81e6b27f35")
+    return text.lower()
+
+
 def resolve_jit_ee_version(settings: Settings, explicit: Optional[str]) -> str:
     """docs/contracts.md §9: flag, enlistment header, `mcs -printJITEEVersion`, else unknown."""
     if explicit:
-        return explicit.lower()
+        return checked_jit_ee_version(explicit)
     if settings.repo_root is not None:
         header = settings.repo_root / JITEE_GUID_HEADER
         if header.is_file():
             guid = guid_from_header_text(header.read_text(encoding="utf-8", errors="replace"))
             if guid:
                 log.debug("JIT-EE version %s from %s", guid, header)
-                return guid
+                return checked_jit_ee_version(guid, f"the GUID in {header}")
             log.warning("Warning: no JIT-EE GUID found in %s", header)
     mcs = find_tool("mcs", settings, required=False)
     if mcs is not None:
         result = runner.run([mcs, "-printJITEEVersion"])
         if result.code == 0 and result.stdout.strip():
-            return result.stdout.strip().lower()
+            return checked_jit_ee_version(result.stdout.strip(), f"the output of {mcs} -printJITEEVersion")
     return UNKNOWN_JIT_EE_VERSION
 
 

@@ -5,15 +5,74 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Union
+from typing import Iterator, Optional, Union
 
 from spmi.base import platforms
+from spmi.base.errors import SuiteError
 
 log = logging.getLogger("superpmi")
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+# ---------------------------------------------------------------- untrusted names (docs/contracts.md §12.20)
+
+_DEVICE_NAME_RE = re.compile(r"^(con|prn|aux|nul|com[0-9]|lpt[0-9]|conin\$|conout\$)(\..*)?$", re.IGNORECASE)
+_DRIVE_RE = re.compile(r"^[A-Za-z]:")
+
+
+def unsafe_name_reason(name: str, single_segment: bool = False) -> Optional[str]:
+    """Why a name from outside the suite may not become part of a path (None when it may).
+
+    `name` is already percent-decoded. Refused: empty names, NUL, absolute paths, drive
+    letters, `..`, device names, and (for a single segment) any separator."""
+    if not name:
+        return "an empty name"
+    if "\0" in name:
+        return "a NUL character"
+    normalized = name.replace("\\", "/")
+    if normalized.startswith("/") or _DRIVE_RE.match(normalized):
+        return "an absolute path"
+    parts = normalized.split("/")
+    if any(part == ".." for part in parts):
+        return "a '..' component"
+    if single_segment and len(parts) > 1:
+        return "a path separator"
+    if any(_DEVICE_NAME_RE.match(part.rstrip(" .")) for part in parts if part):
+        return "a device name"
+    if single_segment and name in (".", ""):
+        return "no file name"
+    return None
+
+
+def _is_inside(root: Path, candidate: Path) -> bool:
+    try:
+        return os.path.commonpath([str(root), str(candidate)]) == str(root)
+    except ValueError:  # different drives
+        return False
+
+
+def confined_path(root: Path, untrusted_name: str, what: str = "name", single_segment: bool = False) -> Path:
+    """`root / untrusted_name`, only if it stays inside `root` (docs/contracts.md §12.20).
+
+    The one confinement rule for every name that comes from outside the suite (URL segments,
+    blob names, archive entries, collection names): refused with a one-line SuiteError
+    naming the input, before anything is written."""
+    reason = unsafe_name_reason(untrusted_name, single_segment)
+    if reason is None:
+        relative = Path(*[p for p in untrusted_name.replace("\\", "/").split("/") if p not in ("", ".")])
+        if not relative.parts:
+            reason = "no file name"
+        else:
+            base = Path(os.path.realpath(root))
+            candidate = Path(os.path.realpath(base / relative))
+            if _is_inside(base, candidate) and candidate != base:
+                return Path(root) / relative
+            reason = "a path that leaves its folder"
+    raise SuiteError(f"refusing {what} {untrusted_name!r}: it has {reason} and would be written outside {root}")
 
 
 def unique_file_path(path: Path) -> Path:

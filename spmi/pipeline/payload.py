@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from spmi.base import fsutil, platforms, runner
+from spmi.base import config, fsutil, platforms, runner
 from spmi.base.errors import SuiteError
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.common import DiffType, Partition
@@ -261,7 +261,7 @@ def jit_ee_version_of(product_directory: Path, host_os: str, stores: Sequence[Pa
         result = runner.run([mcs, "-printJITEEVersion"])
         guid = result.stdout.strip().lower()
         if result.code == 0 and guid:
-            return guid
+            return config.checked_jit_ee_version(guid, f"the output of {mcs} -printJITEEVersion")
     guids = sorted({d.name for store in stores if store.is_dir() for d in store.iterdir() if d.is_dir()})
     if len(guids) == 1:
         return guids[0]

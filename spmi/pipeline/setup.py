@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Optional, Tuple
 
-from spmi.base import fsutil, logs, platforms
+from spmi.base import config, fsutil, logs, platforms
 from spmi.base.errors import SuiteError
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.azdo import default_creator, helix_source_prefix, pipeline_variables, print_variables
@@ -89,7 +89,6 @@ def run(args: argparse.Namespace) -> int:
     downloads_baseline = ((checked and args.base_jit_directory is None)
                           or (release and args.release_base_jit_directory is None))
     if runtime_repo is None and downloads_baseline:
-        from spmi.base import config
         runtime_repo = config.find_git_work_tree(Path.cwd())
     options = StageOptions(
         source_directory=source,
@@ -104,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         pin_directory=used_dir(args.pin_directory, "-pin_directory", pin),
         mch_files=list(args.mch_files or []),
         private_stores=[Path(s).resolve() for s in (args.private_store or [])],
-        jit_ee_version=args.jit_ee_version.lower() if args.jit_ee_version else None,
+        jit_ee_version=config.checked_jit_ee_version(args.jit_ee_version) if args.jit_ee_version else None,
         work_items_per_target=work_items_per_target(args.work_items_per_target),
         bytes_per_work_item=positive(args.bytes_per_work_item, "-bytes_per_work_item"))
     base_options, diff_options = split_options(args.base_jit_options), split_options(args.diff_jit_options)

@@ -331,7 +331,7 @@ def download_from_storage(settings, jit_ee_version: str, filters: Optional[Seque
         items: List[downloads.DownloadItem] = []
         for name in selected:
             file_name = name.rsplit("/", 1)[-1]
-            existing = cache_dir / extracted_name(file_name)
+            existing = fsutil.confined_path(cache_dir, extracted_name(file_name), "blob name", single_segment=True)
             if not force and existing.is_file():
                 log.debug("Already downloaded: %s", existing)
                 kept.append(existing)

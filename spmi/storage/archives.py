@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import stat
 import tarfile
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from spmi.base.errors import SuiteError
+from spmi.base.fsutil import confined_path, unsafe_name_reason
 
 if TYPE_CHECKING:  # imported where used: commands that never touch storage start faster
     import zipfile
@@ -32,14 +32,7 @@ class NotAZip(DownloadError):
 
 def unsafe_archive_path_reason(name: str) -> Optional[str]:
     """Why an archive entry's name may not be extracted (zip or tar; None when it is safe)."""
-    if not name:
-        return "an empty name"
-    normalized = name.replace("\\", "/")
-    if normalized.startswith("/") or re.match(r"^[A-Za-z]:", normalized):
-        return "an absolute path"
-    if any(part == ".." for part in normalized.split("/")):
-        return "a '..' component"
-    return None
+    return unsafe_name_reason(name)
 
 
 def unsafe_zip_entry_reason(info: zipfile.ZipInfo) -> Optional[str]:
@@ -53,6 +46,13 @@ def unsafe_zip_entry_reason(info: zipfile.ZipInfo) -> Optional[str]:
     if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         return "a special file"
     return None
+
+
+def _confined_entry(target_dir: Path, relative: Path, shown: str) -> Path:
+    try:
+        return confined_path(target_dir, relative.as_posix(), f"{shown} entry")
+    except SuiteError as exc:
+        raise UnsafeArchive(f"{exc}; refusing to extract it") from None
 
 
 def extract_zip(archive: Path, target_dir: Path, display_name: Optional[str] = None) -> List[Path]:
@@ -85,7 +85,7 @@ def extract_zip(archive: Path, target_dir: Path, display_name: Optional[str] = N
                 staging.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as source, staging.open("wb") as sink:
                     shutil.copyfileobj(source, sink, 1024 * 1024)
-                staged.append((staging, target_dir / relative))
+                staged.append((staging, _confined_entry(target_dir, relative, shown)))
             results = []
             for staging, final in staged:
                 final.parent.mkdir(parents=True, exist_ok=True)
@@ -138,7 +138,7 @@ def extract_tar(archive: Path, target_dir: Path) -> List[Path]:
             relative = Path(*[p for p in member.name.replace("\\", "/").split("/") if p not in ("", ".")])
             if not relative.parts:
                 continue
-            destination = target_dir / relative
+            destination = confined_path(target_dir, relative.as_posix(), f"{archive.name} entry")
             if member.isdir():
                 destination.mkdir(parents=True, exist_ok=True)
                 continue

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from spmi.base.fsutil import atomic_write_text
+from spmi.base.fsutil import atomic_write_text, confined_path
 from spmi.base.progress import progress_bar
 
 if TYPE_CHECKING:  # imported where used: commands that never touch storage start faster
@@ -60,6 +60,10 @@ class DownloadItem:
         path = urllib.parse.urlsplit(self.url).path
         return urllib.parse.unquote(path.rstrip("/").rsplit("/", 1)[-1])
 
+    def check_name(self) -> Path:
+        """The file this item writes; a name that would leave `target_dir` is refused (§12.20)."""
+        return confined_path(self.target_dir, self.name, f"the file name of {redact(self.url)}", single_segment=True)
+
     @property
     def should_extract(self) -> bool:
         return self.extract if self.extract is not None else self.name.lower().endswith(".zip")
@@ -81,6 +85,8 @@ def download_files(items: Sequence[DownloadItem], show_progress: bool = False,
     """
     if not items:
         return []
+    for item in items:
+        item.check_name()
     downloader = _Downloader(session or new_session(max_workers * 2), max(1, max_workers),
                              max(64 * 1024, chunk_size), retry or default_retry_policy(), show_progress)
     return downloader.run(list(items))
