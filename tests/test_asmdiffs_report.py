@@ -443,7 +443,7 @@ def test_failures_box_comes_first_and_is_not_collapsed():
         assert "<details>" not in box
         assert ('|c.mch|<span style="color:red">failed</span>: Compilation failures (exit code 1)|3|0|' in box)
         assert '|d.mch|<span style="color:#d35400">no data</span>: details CSV not found|0|3|' in box
-        assert '|c.mch|!"Jump into middle of try region" (fgdiagnostic.cpp:2810)|2|242,532|35|' in box
+        assert '|c.mch|!&quot;Jump into middle of try region&quot; (fgdiagnostic.cpp:2810)|2|242,532|35|' in box
         assert "|c.mch|x \\| y &lt; 3 (lower.cpp:12)|1|9|4|" in box
         assert "```\n# c.mch\nsuperpmi -c 242532 libclrjit.so c.mch\n```" in box
     assert render_short(summary).endswith("No diffs found in 4 collections (18 contexts diffed).\n")

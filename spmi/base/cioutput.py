@@ -7,13 +7,16 @@ import os
 from pathlib import Path
 from typing import Mapping, Optional, Union
 
+from spmi.base.untrusted import neutralize_commands
+
 log = logging.getLogger("superpmi")
 PathLike = Union[str, "os.PathLike[str]"]
 
 
 def azdo_escape_data(value: str) -> str:
-    """Logging-command message/value text must be one line (docs/contracts.md §12.17)."""
-    return value.replace("%", "%AZP25").replace("\r", "%0D").replace("\n", "%0A")
+    """Logging-command message/value text must be one line (docs/contracts.md §12.17) and
+    carry no command of its own (§12.20)."""
+    return neutralize_commands(value).replace("%", "%AZP25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def azdo_escape_property(value: str) -> str:
@@ -43,6 +46,14 @@ def azdo_log_issue(kind: str, message: str, source_path: Optional[str] = None,
         if line_number is not None:
             props += f";linenumber={line_number}"
     return f"##vso[task.logissue {props}]{azdo_escape_data(message)}"
+
+
+def azdo_group(title: str) -> str:
+    """`##[group]<title>` with the title on one line and without a command of its own."""
+    return "##[group]" + neutralize_commands(title).replace("\n", " ")
+
+
+AZDO_END_GROUP = "##[endgroup]"
 
 
 def running_under_azdo(environ: Optional[Mapping[str, str]] = None) -> bool:

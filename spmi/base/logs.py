@@ -12,12 +12,41 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional, Union
 
-from spmi.base import redaction
+from spmi.base import redaction, untrusted
 from spmi.base.errors import SuiteError, Terminated
 from spmi.base.runner import kill_all_children
 
 log = logging.getLogger("superpmi")
 redaction.install_log_redaction(log)  # every record of the suite's logger is redacted
+
+
+SUITE_COMMAND = {"suite_command": True}  # `extra=` of a record that carries one of the suite's own commands
+
+
+class CommandNeutralizingFilter(logging.Filter):
+    """No record of the suite's logger carries a pipeline command (`##vso[`, `##[`, a line
+    starting with `::`) unless it is marked as the suite's own (docs/contracts.md §12.20)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "suite_command", False):
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad format string must not hide the record
+            message = str(record.msg)
+        record.msg = untrusted.neutralize_commands(message)
+        record.args = None
+        if record.exc_text:
+            record.exc_text = untrusted.neutralize_commands(record.exc_text)
+        return True
+
+
+def install_command_filter(logger: logging.Logger) -> None:
+    if not any(isinstance(f, CommandNeutralizingFilter) for f in logger.filters):
+        logger.addFilter(CommandNeutralizingFilter())
+
+
+install_command_filter(log)
 PathLike = Union[str, "os.PathLike[str]"]
 
 
@@ -82,7 +111,7 @@ def report_error(prog: str, message: str, to_stderr: bool = False) -> None:
         log.error("Error: %s", message)
         return
     log.debug("Error: %s", message)
-    print(f"{prog}: error: {message}", file=sys.stderr)
+    print(untrusted.neutralize_commands(f"{prog}: error: {message}"), file=sys.stderr)
 
 
 def run_guarded(prog: str, body: Callable[[], int], errors_to_stderr: bool = False) -> int:

@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence
 
-from spmi.base import config, fsutil
+from spmi.base import config, fsutil, untrusted
 from spmi.base.errors import SuiteError
 from spmi.sources import mch_sources
 from spmi.steps import mch_merge
@@ -226,7 +226,7 @@ def list_collections_command(args: argparse.Namespace) -> int:
         lines += [blobs.blob_url(blobs.COLLECTIONS_CONTAINER, name, account_url) for name in remote]
     for line in lines:
         log.debug("%s", line)
-        print(line, flush=True)
+        print(untrusted.neutralize_commands(line), flush=True)
     return 0
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from spmi.base import config, fsutil, platforms, redaction, runner
+from spmi.base import config, fsutil, platforms, redaction, runner, untrusted
 from spmi.base.config import Settings
 from spmi.base.errors import SuiteError
 from spmi.sources import baseline, git_utils
@@ -82,7 +82,7 @@ def list_command(args: argparse.Namespace, settings: Settings) -> int:
     print(scope.header.format(n=len(names)))
     print()
     for name in names:
-        print(blobs.blob_url(CONTAINER, name, account_url))
+        print(untrusted.neutralize_commands(blobs.blob_url(CONTAINER, name, account_url)))
     sys.stdout.flush()
     return 0
 

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from spmi.base import cioutput, fsutil, platforms
 from spmi.base.errors import SuiteError
+from spmi.base.untrusted import code_block, escape_html_inline, escape_md_inline, neutralize_commands, sanitize_markdown
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.common import DiffType, Part
 from spmi.reports import asm_overall, summaries
@@ -132,6 +133,12 @@ def artifacts_url(environ: Mapping[str, str], github: bool) -> str:
         return ""
     return (f"{quote(parts[0].rstrip('/'), safe=':/')}/{quote(parts[1])}/_build/results?buildId={quote(parts[2])}"
             "&view=artifacts")
+
+
+def read_markdown(path: Optional[Path]) -> Optional[str]:
+    """A work item's markdown, untrusted: only the suite's own tags stay raw (§12.20)."""
+    text = read_text(path)
+    return None if text is None else sanitize_markdown(text)
 
 
 @dataclass
@@ -258,7 +265,7 @@ def build_states(files: Mapping[Tuple[str, str], PlatformFiles], expected: Seque
 def read_work_item(state: PlatformState, entry: PlatformFiles,
                    load_summary: Optional[Callable[[str, str], object]]) -> None:
     """What one work item left: its markdown, HTML report, status and (when loadable) JSON summary."""
-    state.markdown = read_text(entry.markdown)
+    state.markdown = read_markdown(entry.markdown)
     state.html_report = entry.html.name if entry.html is not None and is_report(entry.html) else ""
     status_text = read_text(entry.status)
     if status_text is not None:
@@ -351,10 +358,10 @@ def pipeline_box(states: Sequence[PlatformState]) -> str:
     gated = [s for s in bad if s.gate_failed]
     text = ""
     if gated:
-        text += (f"**{colored('red', 'Memory gate failed')}** on {', '.join(s.label for s in gated)}: "
+        text += (f"**{colored('red', 'Memory gate failed')}** on {', '.join(cell(s.label) for s in gated)}: "
                  "BytesAllocated grew by at least the memdiff threshold; the work item failed.\n\n")
     text += (f"**{colored('red', 'Work item problems')}** on {len(bad)} of {len(states)} platforms "
-             f"({', '.join(s.label for s in bad)}):\n\n|Platform|Result|Problems|\n|---|---|---|\n")
+             f"({', '.join(cell(s.label) for s in bad)}):\n\n|Platform|Result|Problems|\n|---|---|---|\n")
     for state in bad:
         if state.missing:
             result = colored("#d35400", "MISSING")
@@ -367,14 +374,14 @@ def pipeline_box(states: Sequence[PlatformState]) -> str:
 
 def missing_section(state: PlatformState) -> str:
     """The section of a platform whose work item left no summary."""
-    label = state.label
+    label = escape_md_inline(state.label)
     text = f"## {label}\n\nMISSING: no {label} results came back"
     problems = [p for p in state.problems if not p.startswith("MISSING:")]
-    text += (": " + problems[0] + "\n") if problems else ".\n"
+    text += (": " + escape_md_inline(problems[0]) + "\n") if problems else ".\n"
     repro = ((state.status or {}).get("repro") or {})
     command = repro.get(state.type_name or "asmdiffs") if isinstance(repro, dict) else None
     if command:
-        text += f"\nTo reproduce:\n\n```\n{command}\n```\n"
+        text += f"\nTo reproduce:\n\n{code_block([str(command)])}\n"
     return text + "\n---\n\n"
 
 
@@ -382,7 +389,8 @@ def markdown_section(state: PlatformState) -> str:
     """§12.16: `## <os> <arch>` + the platform's markdown, collapsed."""
     from spmi.reports.asm_markdown import details_block
     body = (state.markdown or "").rstrip("\n")
-    return f"## {state.label}\n\n" + details_block(f"{state.label} summary", body) + "\n---\n\n"
+    title = escape_html_inline(f"{state.label} summary")
+    return f"## {escape_md_inline(state.label)}\n\n" + details_block(title, body) + "\n---\n\n"
 
 
 def render_asmdiffs(states: Sequence[PlatformState], title: str, budget: int, short: bool, artifact: str,
@@ -460,6 +468,14 @@ def state_real_limit(text: str, label: str) -> str:
     return _NOTE_LIMIT_RE.sub(lambda m: m.group(1) + label + m.group(3), text, count=1)
 
 
+def final_markdown_transform(html_diffs: bool) -> Callable[[str], str]:
+    """Diff fences as HTML (AzDO), then one last pass of the untrusted-markdown rule over the whole
+    document: only the suite's own tags stay raw, no pipeline command (§12.20)."""
+    if html_diffs:
+        return lambda text: sanitize_markdown(md.diff_fences_to_html(text))
+    return sanitize_markdown
+
+
 def render_document(states: Sequence[PlatformState], diff_type: DiffType, platform: str, arch: str, short: bool,
                     html_diffs: bool, artifact: str, limit: Optional[int] = None, reports: str = "") -> str:
     """The whole overall summary within its limit (bytes, or characters for --short); `reports` is the
@@ -467,7 +483,7 @@ def render_document(states: Sequence[PlatformState], diff_type: DiffType, platfo
     measure = md.char_size if short else md.utf8_size
     limit = limit if limit is not None else (SHORT_LIMIT_CHARS if short else FILE_LIMIT_BYTES)
     label = limit_label(limit, short)
-    transform = md.diff_fences_to_html if html_diffs else (lambda text: text)
+    transform = final_markdown_transform(html_diffs)
     title = title_for(diff_type, platform, arch)
     if diff_type.name == "asmdiffs":
         def render(budget: int) -> str:
@@ -551,7 +567,7 @@ def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: st
                            reports=reports(on_github))
     output = directory / pipeline.overall_summary_name(diff_type.name, platform, arch, short=args.short)
     fsutil.atomic_write_text(output, text)
-    print(f"Writing {output}", file=sys.stderr, flush=True)
+    print(neutralize_commands(f"Writing {output}"), file=sys.stderr, flush=True)
     print(text, end="" if text.endswith("\n") else "\n")
     if cioutput.running_under_azdo(environ):
         print(cioutput.azdo_upload_summary(output))

@@ -16,8 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from spmi.base import fsutil, platforms, runner
+from spmi.base import cioutput, fsutil, platforms, runner
 from spmi.base.errors import SuiteError
+from spmi.base.untrusted import neutralize_commands
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.common import DiffType, Part, Partition
 
@@ -201,17 +202,18 @@ class StepResult:
 
 
 def run_step(name: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str], log_name: str = "") -> StepResult:
-    print(f"##[group]{name}: {runner.format_command(argv)}", flush=True)
+    print(cioutput.azdo_group(f"{name}: {runner.format_command(argv)}"), flush=True)
     try:
         result = runner.run(argv, cwd=cwd, env=env, log_output=False)
     except SuiteError as exc:
-        print("##[endgroup]", flush=True)
+        print(cioutput.AZDO_END_GROUP, flush=True)
         log.error("Error: step %s could not run: %s", name, exc)
         return StepResult(name, 1, False, log_name, [str(exc)])
     for stream in (result.stdout, result.stderr):
         if stream:
-            sys.stdout.write(stream if stream.endswith("\n") else stream + "\n")
-    print("##[endgroup]", flush=True)
+            relayed = neutralize_commands(stream)  # §12.20: relayed child output carries no command
+            sys.stdout.write(relayed if relayed.endswith("\n") else relayed + "\n")
+    print(cioutput.AZDO_END_GROUP, flush=True)
     ok = result.code == 0
     problems = problems_in_output(result.stdout + "\n" + result.stderr)
     if not ok:

@@ -9,10 +9,10 @@ All functions are pure.
 """
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from typing import Any, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
+from spmi.base.untrusted import code_block, escape_html_inline, escape_md_inline, one_line, sanitize_markdown
 from spmi.reports.asm_model import (
     IMPROVEMENT,
     REGRESSION,
@@ -151,7 +151,7 @@ def pivot_section(collections: Sequence[CollectionReport], row: str) -> str:
     body = "|Collection|Base size (bytes)|Diff size (bytes)|PerfScore in Diffs\n|---|--:|--:|--:|\n"
     for collection in with_diffs:
         agg = collection.aggregates.row(row)
-        body += (f"|{collection.name}|{fmt_int(agg.base_code_bytes)}|"
+        body += (f"|{escape_md_inline(collection.name)}|{fmt_int(agg.base_code_bytes)}|"
                  f"{fmt_delta(agg.base_code_bytes, agg.diff_code_bytes)}|"
                  f"{fmt_percent(agg.relative_geomean_diffs * 100 - 100)}|\n")
     return details_block(f"{row} ({fmt_delta(base, diff)} bytes)", body)
@@ -160,7 +160,7 @@ def pivot_section(collections: Sequence[CollectionReport], row: str) -> str:
 def example_title(example: ExampleDiff) -> str:
     return (f"{fmt_delta(example.base_bytes, example.diff_bytes)} "
             f"({fmt_percent(pct(example.base_bytes, example.diff_bytes))}) : "
-            f"{html.escape(example.display_name, quote=False)}")
+            f"{escape_html_inline(example.display_name)}")
 
 
 def ordered_examples(collection: CollectionReport) -> List[ExampleDiff]:
@@ -171,8 +171,9 @@ def ordered_examples(collection: CollectionReport) -> List[ExampleDiff]:
 
 
 def collection_examples_block(collection: CollectionReport) -> str:
-    body = "".join(details_block(example_title(e), e.diff_text) for e in ordered_examples(collection))
-    return details_block(collection.name, body)
+    body = "".join(details_block(example_title(e), sanitize_markdown(e.diff_text))
+                   for e in ordered_examples(collection))
+    return details_block(escape_html_inline(collection.name), body)
 
 
 def example_diffs_section(collections: Sequence[CollectionReport], dropped: FrozenSet[str] = frozenset()) -> str:
@@ -192,7 +193,7 @@ def details_section(collections: Sequence[CollectionReport]) -> str:
     body += _context_table(collections) + "\n\n"
     if any_diffs:
         body += "---\n\n#### jit-analyze output\n"
-        body += "".join(details_block(c.name, c.jit_analyze_markdown)
+        body += "".join(details_block(escape_html_inline(c.name), sanitize_markdown(c.jit_analyze_markdown))
                         for c in collections if c.has_diffs and c.jit_analyze_markdown)
     return details_block("Details", body)
 
@@ -253,8 +254,8 @@ def _context_table(collections: Sequence[CollectionReport]) -> str:
 # ---------------------------------------------------------------- suite additions
 
 def cell(text: str) -> str:
-    """Free text for a table cell: HTML-escaped, pipes escaped, one line."""
-    return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|")
+    """Free text for a table cell: HTML-escaped, pipes and markdown escaped, one line (§12.20)."""
+    return escape_md_inline(str(text))
 
 
 def plural(count: int, word: str) -> str:
@@ -362,14 +363,14 @@ def _failure_repros(problems: Sequence[Entry], show_platform: bool) -> str:
     for platform, collection in problems:
         commands = collection.repro_commands[:MAX_REPRO_LINES]
         if commands:
-            where = f"{platform} {collection.name}" if show_platform else collection.name
+            where = one_line(f"{platform} {collection.name}" if show_platform else collection.name)
             lines.append(f"# {where}")
             lines.extend(commands)
             if len(collection.repro_commands) > MAX_REPRO_LINES:
                 lines.append(f"# ... {len(collection.repro_commands) - MAX_REPRO_LINES} more")
     if not lines:
         return ""
-    return "To reproduce the failures:\n\n```\n" + "\n".join(lines) + "\n```\n\n"
+    return "To reproduce the failures:\n\n" + code_block(lines) + "\n\n"
 
 
 def impact_entries(entries: Iterable[Entry]) -> List[Entry]:
@@ -426,7 +427,7 @@ def perfscore_sections(collections: Sequence[CollectionReport]) -> str:
 def repro_line(summary: AsmDiffsSummary) -> str:
     if not summary.repro_command:
         return ""
-    return f"\nTo reproduce these diffs:\n\n```\n{summary.repro_command}\n```\n"
+    return f"\nTo reproduce these diffs:\n\n{code_block([summary.repro_command])}\n"
 
 
 def example_repro_section(collections: Sequence[CollectionReport], dropped: FrozenSet[str] = frozenset()) -> str:
@@ -435,7 +436,7 @@ def example_repro_section(collections: Sequence[CollectionReport], dropped: Froz
     for collection in collections:
         commands = [f"{e.repro_command}" for e in ordered_examples(collection) if e.repro_command]
         if commands and collection.name not in dropped:
-            body += f"{collection.name}:\n\n```\n" + "\n".join(commands) + "\n```\n\n"
+            body += f"{escape_md_inline(collection.name, line_start=True)}:\n\n" + code_block(commands) + "\n\n"
     return details_block("Repro commands for the example diffs", body.rstrip("\n")) if body else ""
 
 

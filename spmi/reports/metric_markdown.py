@@ -6,11 +6,11 @@ docs/contracts.md §12.11 (tpdiff) and §12.12 (memdiff) with the §12.10 buildi
 """
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
+from spmi.base.untrusted import escape_md_inline
 from spmi.reports.metric_model import (
     BYTES_ALLOCATED,
     CLASSES,
@@ -85,8 +85,8 @@ def options_lines(base_options: Sequence[str], diff_options: Sequence[str]) -> s
 
 
 def table_cell(text: str) -> str:
-    """Text safe inside a markdown table cell and HTML (method names)."""
-    return html.escape(text, quote=False).replace("|", "\\|")
+    """Text safe inside a markdown table cell and HTML (method names), one line (§12.20)."""
+    return escape_md_inline(text)
 
 
 def range_title(label: str, pcts: Sequence[float], direction: str = LOWER) -> str:
@@ -182,7 +182,7 @@ def tpdiff_pivot(run: MetricDiffRun, row: str) -> str:
         return ""
     title = range_title(row, [c.total(run.focus, row).pct for c in run.collections])
     body = "|Collection|PDIFF|\n|---|--:|\n"
-    body += "".join(f"|{c.name}|{fmt_pct(c.total(run.focus, row).pct)}|\n" for c in significant)
+    body += "".join(f"|{table_cell(c.name)}|{fmt_pct(c.total(run.focus, row).pct)}|\n" for c in significant)
     return details_section(title, body)
 
 
@@ -215,7 +215,7 @@ def tpdiff_details(run: MetricDiffRun) -> str:
         body += "|Collection|Base # instructions|Diff # instructions|PDIFF|\n|---|--:|--:|--:|\n"
         for c in run.collections:
             totals = c.total(run.focus, row)
-            body += f"|{c.name}|{fmt_int(totals.base)}|{fmt_int(totals.diff)}|{fmt_pct(totals.pct)}|\n"
+            body += f"|{table_cell(c.name)}|{fmt_int(totals.base)}|{fmt_int(totals.diff)}|{fmt_pct(totals.pct)}|\n"
         body += "\n"
     return details_section("Details", body)
 
@@ -300,7 +300,7 @@ def memdiff_pivot(run: MetricDiffRun, metric: str, direction: str) -> str:
     body = "|Collection|Base|Diff|PDIFF|\n|---|--:|--:|--:|\n"
     for c in significant:
         totals = c.total(metric)
-        body += (f"|{c.name}|{fmt_value(totals.base, kind)}|{fmt_value(totals.diff, kind)}|"
+        body += (f"|{table_cell(c.name)}|{fmt_value(totals.base, kind)}|{fmt_value(totals.diff, kind)}|"
                  f"{fmt_pct(totals.pct, direction=direction)}|\n")
     return details_section(title, body)
 
@@ -316,7 +316,7 @@ def memdiff_details(run: MetricDiffRun, direction_of: DirectionOf) -> str:
     body = ""
     for label, row in (("All", "Overall"), ("MinOpts", "MinOpts"), ("FullOpts", "FullOpts")):
         body += f"{label} contexts ({focus}):\n\n|Collection|Base|Diff|PDIFF|\n|---|--:|--:|--:|\n"
-        body += "".join(_value_row(c.name, c.total(focus, row), kind, direction)
+        body += "".join(_value_row(table_cell(c.name), c.total(focus, row), kind, direction)
                         for c in run.collections if c.has_metric(focus))
         body += "\n"
     other_rows = ""
@@ -326,7 +326,7 @@ def memdiff_details(run: MetricDiffRun, direction_of: DirectionOf) -> str:
             metric_direction = direction_of(metric)
             if metric == focus or (metric_direction == NEUTRAL and totals.base == totals.diff):
                 continue
-            other_rows += _value_row(c.name, totals, c.kinds.get(metric, "int"), metric_direction, f"{metric}|")
+            other_rows += _value_row(table_cell(c.name), totals, c.kinds.get(metric, "int"), metric_direction, f"{metric}|")
     if other_rows:
         body += "Other metrics (all contexts):\n\n|Collection|Metric|Base|Diff|PDIFF|\n|---|---|--:|--:|--:|\n"
         body += other_rows + "\n"
@@ -334,7 +334,7 @@ def memdiff_details(run: MetricDiffRun, direction_of: DirectionOf) -> str:
              "|Collection|Diffed contexts|MinOpts|FullOpts|Missed, base|Missed, diff|Failed, base|Failed, diff|\n"
              "|---|--:|--:|--:|--:|--:|--:|--:|\n")
     for c in run.collections:
-        body += (f"|{c.name}|{fmt_int(c.contexts['Overall'])}|{fmt_int(c.contexts['MinOpts'])}|"
+        body += (f"|{table_cell(c.name)}|{fmt_int(c.contexts['Overall'])}|{fmt_int(c.contexts['MinOpts'])}|"
                  f"{fmt_int(c.contexts['FullOpts'])}|{fmt_int(c.base_counts.misses)}|"
                  f"{fmt_int(c.diff_counts.misses)}|{fmt_int(c.base_counts.failures)}|"
                  f"{fmt_int(c.diff_counts.failures)}|\n")

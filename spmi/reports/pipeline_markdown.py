@@ -11,6 +11,7 @@ import html
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
+from spmi.base.untrusted import escape_html_elements, escape_md_inline, neutralize_commands, one_line
 from spmi.reports import budget
 from spmi.reports.budget import Section
 
@@ -82,7 +83,7 @@ class ReportLink:
 
 def _code(text: str) -> str:
     """Inline code that stays one span (no backticks or line ends inside)."""
-    return "`" + " ".join(text.replace("`", "'").split()) + "`"
+    return "`" + escape_html_elements(neutralize_commands(" ".join(one_line(text).replace("`", "'").split()))) + "`"
 
 
 def html_reports_section(links: Sequence[ReportLink], artifacts_url: str = "") -> str:
@@ -93,8 +94,8 @@ def html_reports_section(links: Sequence[ReportLink], artifacts_url: str = "") -
     text = (f"**HTML diff explorer** of each platform: every context with diffs, sortable and filterable, with the "
             f"listings of the disassembled ones. Download the artifact{where} and open the file in a browser "
             "(it needs no network).\n\n")
-    text += "".join(f"* {link.platform}: {_code(link.file_name)} in the artifact {_code(link.artifact)}\n"
-                    for link in links)
+    text += "".join(f"* {escape_md_inline(link.platform)}: {_code(link.file_name)} "
+                    f"in the artifact {_code(link.artifact)}\n" for link in links)
     return text + "\n"
 
 
