@@ -183,3 +183,52 @@ def test_merge_mch_with_the_sample_mcs(sample_toolchain, tmp_path):
                        "-pattern", f"{tmp_path}/nothing/*.mch"])
     assert failed.returncode == 1
     assert "mcs -merge failed" in failed.stdout + failed.stderr
+
+
+# ---------------------------------------------------------------- secrets from the environment
+
+def container_sas(permission_write: bool = True) -> str:
+    import datetime
+
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+    return generate_container_sas("devstoreaccount1", "superpmi", account_key=ACCOUNT_KEY,
+                                  permission=ContainerSasPermissions(read=True, write=permission_write, create=True),
+                                  expiry=datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1))
+
+
+@pytest.mark.parametrize("variable", ["AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_KEY"])
+def test_upload_takes_its_secret_from_the_environment(storage_account, collections_dir, tmp_path, variable):
+    """No secret on the command line (the process list): the environment variable authenticates."""
+    spmi = tmp_path / "spmi"
+    secret = container_sas() if variable == "AZURE_STORAGE_SAS_TOKEN" else ACCOUNT_KEY
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AZURE_STORAGE_")}
+    env[variable] = secret
+    argv = ["upload", "-spmi_location", str(spmi), "-jit_ee_version", GUID, *TARGET, "-mch_files",
+            str(collections_dir / "sub"), "-storage_url", storage_account.account_url, "-log_level", "debug"]
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "superpmi.py"), *argv], capture_output=True, text=True,
+                            env=env, timeout=300)
+    text = all_text(result, spmi)
+    assert result.returncode == 0, text
+    assert secret not in text and secret.split("sig=")[-1] not in text
+    names = [b.name for b in storage_account.service_client().get_container_client("superpmi").list_blobs()]
+    assert f"collections/{GUID}/linux/x64/benchmarks.run.linux.x64.checked.mch.zip" in names
+
+
+def test_upload_without_any_credential_names_the_environment_variables(collections_dir, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AZURE_STORAGE_")}
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "superpmi.py"), "upload", "-spmi_location",
+                             str(tmp_path / "spmi"), "-jit_ee_version", GUID, *TARGET, "-mch_files",
+                             str(collections_dir), "-storage_url", "http://127.0.0.1:9/devstoreaccount1"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 1
+    assert "AZURE_STORAGE_SAS_TOKEN" in result.stdout + result.stderr
+    assert "AZURE_STORAGE_KEY" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("script, command", [("superpmi.py", "upload"), ("jitrollingbuild.py", "upload")])
+def test_help_names_the_variables_and_warns_about_the_process_list(script, command):
+    result = subprocess.run([sys.executable, str(REPO_ROOT / script), command, "-h"], capture_output=True, text=True)
+    help_text = " ".join(result.stdout.split())
+    for variable in ("AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_KEY"):
+        assert variable in help_text
+    assert "visible to other local users in the process list" in help_text

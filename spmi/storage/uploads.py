@@ -30,8 +30,11 @@ from spmi.storage.blobs import (
 from spmi.storage.downloads import _file_md5
 
 log = logging.getLogger("superpmi")
-AUTH_HELP = ("pass -connection_string, -sas_token or -account_key (or set AZURE_STORAGE_CONNECTION_STRING), "
-             "or use --use_azure_cli / --use_default_credential after signing in")
+SAS_TOKEN_ENV = "AZURE_STORAGE_SAS_TOKEN"
+ACCOUNT_KEY_ENV = "AZURE_STORAGE_KEY"
+AUTH_HELP = (f"set {CONNECTION_STRING_ENV}, {SAS_TOKEN_ENV} or {ACCOUNT_KEY_ENV} (or pass -connection_string, "
+             "-sas_token or -account_key), or use --use_azure_cli / --use_default_credential after signing in")
+VISIBLE_NOTE = "; the flag is visible to other local users in the process list, prefer $"
 
 
 @dataclass
@@ -57,13 +60,16 @@ class StorageCredentials:
     @classmethod
     def from_args(cls, args: argparse.Namespace,
                   environ: Optional[Mapping[str, str]] = None) -> "StorageCredentials":
-        """From the options `add_credential_options` registers."""
+        """Flags first; without any credential flag, the first of $AZURE_STORAGE_CONNECTION_STRING,
+        $AZURE_STORAGE_SAS_TOKEN, $AZURE_STORAGE_KEY that is set (environment variables do not
+        show in the process list, flags do)."""
         environ = os.environ if environ is None else environ
         explicit = any((args.connection_string, args.sas_token, args.account_key, args.use_azure_cli,
                         args.use_default_credential))
-        return cls(connection_string=args.connection_string
-                   or (None if explicit else environ.get(CONNECTION_STRING_ENV)),
-                   sas_token=args.sas_token, account_key=args.account_key,
+        from_env = {} if explicit else first_credential_from_environment(environ)
+        return cls(connection_string=args.connection_string or from_env.get("connection_string"),
+                   sas_token=args.sas_token or from_env.get("sas_token"),
+                   account_key=args.account_key or from_env.get("account_key"),
                    use_azure_cli=bool(args.use_azure_cli), use_default_credential=bool(args.use_default_credential))
 
     def kind(self) -> Optional[str]:
@@ -81,13 +87,28 @@ class StorageCredentials:
         return None
 
 
+def first_credential_from_environment(environ: Mapping[str, str]) -> dict:
+    """The first credential set in the environment, as a `StorageCredentials` field."""
+    for field_name, variable in (("connection_string", CONNECTION_STRING_ENV), ("sas_token", SAS_TOKEN_ENV),
+                                 ("account_key", ACCOUNT_KEY_ENV)):
+        value = (environ.get(variable) or "").strip()
+        if value:
+            return {field_name: value}
+    return {}
+
+
 def add_credential_options(parser: argparse.ArgumentParser) -> None:
     """Options for commands that write to storage."""
-    group = parser.add_argument_group("storage credentials (for writing)")
+    group = parser.add_argument_group(
+        "storage credentials (for writing)",
+        f"Prefer the environment variables ${CONNECTION_STRING_ENV}, ${SAS_TOKEN_ENV} or ${ACCOUNT_KEY_ENV} "
+        "(used in that order when no credential flag is given): a secret passed as a flag is visible to "
+        "other local users in the process list.")
     group.add_argument("-connection_string", metavar="TEXT",
-                       help=f"storage connection string (default: ${CONNECTION_STRING_ENV})")
-    group.add_argument("-sas_token", metavar="TOKEN", help="SAS token with write permission")
-    group.add_argument("-account_key", metavar="KEY", help="storage account key")
+                       help=f"storage connection string{VISIBLE_NOTE}{CONNECTION_STRING_ENV}")
+    group.add_argument("-sas_token", metavar="TOKEN",
+                       help=f"SAS token with write permission{VISIBLE_NOTE}{SAS_TOKEN_ENV}")
+    group.add_argument("-account_key", metavar="KEY", help=f"storage account key{VISIBLE_NOTE}{ACCOUNT_KEY_ENV}")
     group.add_argument("--use_azure_cli", action="store_true", help="authenticate as the signed-in Azure CLI user")
     group.add_argument("--use_default_credential", action="store_true",
                        help="authenticate with azure-identity's DefaultAzureCredential")
