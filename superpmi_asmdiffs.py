@@ -5,6 +5,7 @@
         -diff_jit_directory <payload>/diff -log_directory <upload root> -arch <target arch>
         -platform <target os> -type asmdiffs|tpdiff|memdiff|all
         [-base_jit_options a;b] [-diff_jit_options a;b] [-mch_files ...] [-private_store DIR] [-part K/N]
+        [-work_item_timeout H:MM:SS]
 
 Runs `superpmi.py download`, then per type `superpmi.py <type> ... --summary_as_json`
 with the payload's JITs (checked for asmdiffs, release for tpdiff/memdiff; tpdiff with
@@ -48,6 +49,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("-payload_directory",
                         help="correlation payload (default: $HELIX_CORRELATION_PAYLOAD, else this script's directory)")
     parser.add_argument("-host_os", help="OS this runs on (default: this machine's)")
+    parser.add_argument("-work_item_timeout", metavar="H:MM:SS",
+                        help="the work item's Helix timeout (the .proj passes it): replays stop early enough "
+                             "to leave time for the summaries, which name the collections that timed out")
     return parser
 
 

@@ -74,7 +74,8 @@ def test_work_item_command_unix_matches_contract() -> None:
     assert command == ('"${HELIX_PYTHONPATH}" "${HELIX_CORRELATION_PAYLOAD}/superpmi_asmdiffs.py" '
                        '-base_jit_directory "${HELIX_CORRELATION_PAYLOAD}/base" '
                        '-diff_jit_directory "${HELIX_CORRELATION_PAYLOAD}/diff" '
-                       '-log_directory "${HELIX_WORKITEM_UPLOAD_ROOT}" -arch arm64 -platform linux -type asmdiffs')
+                       '-log_directory "${HELIX_WORKITEM_UPLOAD_ROOT}" -arch arm64 -platform linux -type asmdiffs '
+                       '-work_item_timeout 2:00:00')
 
 
 def test_work_item_command_windows_with_options() -> None:
@@ -82,7 +83,7 @@ def test_work_item_command_windows_with_options() -> None:
     command = helix.render_command(items[0].command, "windows")
     assert command.startswith('"%HELIX_PYTHONPATH%" "%HELIX_CORRELATION_PAYLOAD%\\superpmi_asmdiffs.py" '
                               '-base_jit_directory "%HELIX_CORRELATION_PAYLOAD%\\base"')
-    assert command.endswith('-arch x86 -platform windows -type asmdiffs '
+    assert command.endswith('-arch x86 -platform windows -type asmdiffs -work_item_timeout 2:00:00 '
                             '-base_jit_options "JitNoCSE=1;JitStressModeNames=STRESS_A STRESS_B"')
     with pytest.raises(SuiteError):
         helix.render_command(helix.plan_work_items("windows", "x86", "asmdiffs", ["A=%PATH%"])[0].command, "windows")

@@ -24,3 +24,16 @@ class Terminated(KeyboardInterrupt):
     def __init__(self, signal_number: int) -> None:
         super().__init__(f"signal {signal_number}")
         self.signal_number = signal_number
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal: 143 for SIGTERM (docs/contracts.md §12.20)."""
+        return 128 + self.signal_number
+
+    @property
+    def signal_name(self) -> str:
+        import signal
+        try:
+            return signal.Signals(self.signal_number).name
+        except ValueError:
+            return f"signal {self.signal_number}"

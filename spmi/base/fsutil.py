@@ -137,6 +137,25 @@ def temporary_directory(prefix: str = "spmi-", keep: bool = False) -> Iterator[P
             shutil.rmtree(path, ignore_errors=True)
 
 
+INCOMPLETE_MARKER = "INCOMPLETE.txt"
+
+
+@contextmanager
+def marked_incomplete_until_done(directory: Path, what: str) -> Iterator[None]:
+    """`directory/INCOMPLETE.txt` exists while `what` is being written and stays when the
+    writing is interrupted or fails, so a half-written folder is never mistaken for a whole one."""
+    directory.mkdir(parents=True, exist_ok=True)
+    marker = directory / INCOMPLETE_MARKER
+    atomic_write_text(marker, f"{what} in this folder were not all written (the run was interrupted or "
+                              "failed while writing them); run again for a complete set.\n")
+    try:
+        yield
+    except BaseException:
+        log.warning("Warning: %s is incomplete (%s); marked with %s", directory, what, INCOMPLETE_MARKER)
+        raise
+    marker.unlink()
+
+
 @contextmanager
 def directory_lock(directory: Path) -> Iterator[None]:
     """Hold an exclusive lock (`<directory>.lock` beside it) shared by all processes."""

@@ -14,7 +14,7 @@ from typing import Callable, Optional, Union
 
 from spmi.base import redaction, untrusted
 from spmi.base.errors import SuiteError, Terminated
-from spmi.base.runner import kill_all_children
+from spmi.base.runner import kill_all_children, stop_on_termination
 
 log = logging.getLogger("superpmi")
 redaction.install_log_redaction(log)  # every record of the suite's logger is redacted
@@ -118,21 +118,26 @@ def run_guarded(prog: str, body: Callable[[], int], errors_to_stderr: bool = Fal
     """Run a script's body; every failure becomes one line and an exit code.
 
     SuiteError: its message, exit 1. OSError: what failed on which file, exit 1.
-    Ctrl-C: children killed, exit 130 (SIGTERM under `runner.stop_on_termination`: 128 + the signal).
-    Anything else: a one-line summary (secrets redacted), the traceback only in the DEBUG log, exit 1.
+    Ctrl-C: children killed, exit 130; SIGTERM (`runner.stop_on_termination`) the same, exit
+    128 + the signal (143). Anything else: a one-line summary (secrets redacted), the
+    traceback only in the DEBUG log, exit 1.
     """
     def report(message: str) -> None:
         report_error(prog, redaction.redact(message), errors_to_stderr)
 
     try:
-        return int(body())
+        with stop_on_termination():
+            return int(body())
     except SuiteError as exc:
         report(str(exc))
         return 1
     except KeyboardInterrupt as exc:
         kill_all_children()
+        if isinstance(exc, Terminated):
+            report(f"terminated ({exc.signal_name}); child processes stopped, finished outputs kept")
+            return exc.exit_code
         report("interrupted; child processes stopped, finished outputs kept")
-        return 128 + exc.signal_number if isinstance(exc, Terminated) else 130
+        return 130
     except OSError as exc:
         log.debug("I/O error", exc_info=True)
         where = f" ({exc.filename})" if exc.filename else ""

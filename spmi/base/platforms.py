@@ -263,3 +263,14 @@ def unlock_file(handle: IO[bytes]) -> None:
     else:
         import fcntl
         fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def polite_stop_signal() -> Optional[int]:
+    """The signal that asks a child process group to stop and clean up (None: only a hard kill exists)."""
+    import signal
+    return None if os.name == "nt" else signal.SIGTERM
+
+
+def temp_dir_environment(path: str) -> dict:
+    """Environment that points a child's temporary files at `path` (TMPDIR on Unix, TEMP/TMP on Windows)."""
+    return {"TMPDIR": path, "TEMP": path, "TMP": path}

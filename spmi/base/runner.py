@@ -74,6 +74,27 @@ def kill_process_tree(proc: "subprocess.Popen[bytes]") -> None:
         proc.kill()
 
 
+STOP_GRACE_SECONDS = 5.0
+
+
+def stop_process_tree(proc: "subprocess.Popen[bytes]", grace: float = STOP_GRACE_SECONDS) -> None:
+    """Ask a child's process group to stop (so a child suite can clean up its own temp folders
+    and children), then kill what is left after `grace` seconds."""
+    polite = platforms.polite_stop_signal()
+    if polite is not None and proc.poll() is None:
+        try:
+            os.killpg(proc.pid, polite)
+            proc.wait(timeout=grace)
+        except (ProcessLookupError, PermissionError, OSError, subprocess.TimeoutExpired):
+            pass
+    kill_process_tree(proc)
+    if polite is not None:
+        try:  # grandchildren the child left behind in its group
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+
 def kill_all_children() -> None:
     with _children_lock:
         running = list(_children.values())
@@ -143,8 +164,8 @@ def run(argv: Sequence[PathLike], *, cwd: Optional[PathLike] = None,
         _log_output(out, err, log_level if log_output else logging.DEBUG)
         raise ToolTimeout(f"'{Path(args[0]).name}' did not finish within {timeout:g} s and was killed "
                           f"(command: {format_command(args)}); raise --timeout if it is just slow")
-    except BaseException:
-        kill_process_tree(proc)
+    except BaseException:  # Ctrl-C, SIGTERM: stop the tree, keep what is finished
+        stop_process_tree(proc)
         proc.wait()
         raise
     finally:

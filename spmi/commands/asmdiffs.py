@@ -217,14 +217,17 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
     log.info("")
     log.info("Running asm diffs of %s", mch)
     log.info("Invoking: %s", runner.format_command(argv, job.settings.host_os))
-    run = superpmi_tool.run_superpmi(argv, job.core_root, job.options.timeout)
+    timeout = job.options.run_timeout()
+    run = superpmi_tool.run_superpmi(argv, job.core_root, timeout)
     digest, problem = load_digest(files.details_csv, run)
     counts = None
     if digest is not None:
         counts = superpmi_tool.ContextCounts(digest.rows, digest.either_misses, digest.base_misses,
                                              digest.diff_misses)
-    outcome = replay_steps.finish_run(run, mch, files, diff_mode=True, timeout=job.options.timeout,
-                                      diff_with_release=job.flags.diff_with_release, counts=counts)
+    outcome = replay_steps.finish_run(run, mch, files, diff_mode=True, timeout=timeout,
+                                      diff_with_release=job.flags.diff_with_release, counts=counts,
+                                      shortfall=replay_steps.shortfall_check(job.options, mch),
+                                      timeout_flag=job.options.timeout_flag(timeout))
     table = digest.diff_table() if digest is not None else None
     result = CollectionDiff(mch, outcome, table, problem, aggregates=digest.aggregates if digest else None)
     if problem:
@@ -273,7 +276,8 @@ def analyze_collection(job: Job, result: CollectionDiff, work: Path) -> None:
     result.pick = pick
     result.asm_dir = new_output_dir(job, "asm", result.mch)
     env = dasm_gen.listing_env(job.flags.gcinfo, job.flags.debuginfo)
-    listings = generate(job, result, work, pick.contexts, env, result.asm_dir, ".dasm", batched=True)
+    with fsutil.marked_incomplete_until_done(result.asm_dir, "the .dasm listings"):
+        listings = generate(job, result, work, pick.contexts, env, result.asm_dir, ".dasm", batched=True)
     result.listing_failures = list(listings.failures)
     for failure in listings.failures:
         log.error("Listing failed: %s", failure.describe())
@@ -282,7 +286,8 @@ def analyze_collection(job: Job, result: CollectionDiff, work: Path) -> None:
     if job.flags.diff_jit_dump:
         dump_dir = new_output_dir(job, "jitdump", result.mch)
         dump_env = dasm_gen.listing_env(job.flags.gcinfo, job.flags.debuginfo, jitdump=True)
-        dumps = generate(job, result, work, pick.contexts, dump_env, dump_dir, ".txt", batched=False)
+        with fsutil.marked_incomplete_until_done(dump_dir, "the JitDump files"):
+            dumps = generate(job, result, work, pick.contexts, dump_env, dump_dir, ".txt", batched=False)
         result.listing_failures += dumps.failures
         log.info("JitDump files in %s", dump_dir)
     for line in steps.replay_instruction_lines(env, job.superpmi, listing_flags(job), job.diff_jit, result.mch,

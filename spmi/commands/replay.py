@@ -24,6 +24,7 @@ from spmi.steps.replay_steps import (
     replay_summary_lines,
     report_asserts,
     repro_command_prefix,
+    shortfall_check,
 )
 from spmi.tools import jit_build, superpmi_tool
 from spmi.tools.superpmi_tool import RunOptions, SuperpmiInvocation
@@ -102,8 +103,10 @@ def replay_collection(ctx: ReplayContext, mch: Path, core_root: Path) -> Collect
     log.info("")
     log.info("Replaying %s", mch)
     log.info("Invoking: %s", runner.format_command(argv, ctx.settings.host_os))
-    run = superpmi_tool.run_superpmi(argv, core_root, ctx.options.timeout)
-    outcome = finish_run(run, mch, files, diff_mode=False, timeout=ctx.options.timeout)
+    timeout = ctx.options.run_timeout()
+    run = superpmi_tool.run_superpmi(argv, core_root, timeout)
+    outcome = finish_run(run, mch, files, diff_mode=False, timeout=timeout,
+                         shortfall=shortfall_check(ctx.options, mch), timeout_flag=ctx.options.timeout_flag(timeout))
     if outcome.verdict.kind is superpmi_tool.ResultKind.FAILURES and ctx.options.produce_repro:
         repro_cmd = repro_command_prefix(ctx.invocation, ctx.jit_options, ctx.jit)
         attach_repros(outcome, ctx.temp_dir, ctx.settings, mch, repro_cmd, tag=None)

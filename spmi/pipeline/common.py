@@ -27,6 +27,28 @@ PIPELINE_MODULE = "spmi/pipeline/common.py"
 
 PROJ_FILE_NAME = "superpmi-asmdiffs.proj"
 WORK_ITEM_TIMEOUT = "2:00:00"
+#: Kept free at the end of a work item for summaries, the zip and the upload.
+WORK_ITEM_MARGIN_MIN_SECONDS = 120.0
+WORK_ITEM_MARGIN_FRACTION = 0.1
+
+
+def parse_duration(text: str) -> float:
+    """`H:MM:SS`, `MM:SS` or plain seconds -> seconds (ValueError when it is none of them)."""
+    parts = text.strip().split(":")
+    if len(parts) > 3 or not all(parts):
+        raise ValueError(text)
+    seconds = 0.0
+    for part in parts:
+        seconds = seconds * 60 + float(part)
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(text)
+    return seconds
+
+
+def work_item_budget(timeout_seconds: float) -> float:
+    """The seconds a work item may spend replaying: its timeout minus a margin for what comes after."""
+    margin = max(WORK_ITEM_MARGIN_MIN_SECONDS, timeout_seconds * WORK_ITEM_MARGIN_FRACTION)
+    return max(timeout_seconds - margin, timeout_seconds / 2)
 
 # Payload layout (relative to the correlation payload root).
 BASE_DIR = "base"

@@ -167,6 +167,7 @@ def work_item_command(partition: Partition, host_os: str, type_name: str,
         literal("-arch"), literal(partition.target_arch),
         literal("-platform"), literal(partition.target_os),
         literal("-type"), literal(type_name),
+        literal("-work_item_timeout"), literal(pipeline.WORK_ITEM_TIMEOUT),
     ]
     if base_jit_options:
         tokens += [literal("-base_jit_options"), literal(";".join(base_jit_options))]

@@ -104,9 +104,8 @@ def run_work_item_locally(item: WorkItem, payload: Path, root: Path, python: str
     return LocalResult(item, code, directory, missing)
 
 
-def _timeout_seconds(text: str) -> int:
-    hours, minutes, seconds = (int(part) for part in text.split(":"))
-    return hours * 3600 + minutes * 60 + seconds
+def _timeout_seconds(text: str) -> float:
+    return pipeline.parse_duration(text)
 
 
 def collect_results(results: Sequence[LocalResult], destination: Path) -> None:

@@ -11,13 +11,14 @@ import os
 import re
 import shutil
 import sys
+import time
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from spmi.base import cioutput, fsutil, platforms, runner
-from spmi.base.errors import SuiteError
+from spmi.base.errors import SuiteError, Terminated
 from spmi.base.untrusted import neutralize_commands
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.common import DiffType, Part, Partition
@@ -44,6 +45,7 @@ class DriverConfig:
     private_stores: List[str] = field(default_factory=list)
     python: str = sys.executable
     part: Part = Part()
+    replay_deadline: Optional[float] = None   # time.monotonic() by which replays must have stopped
 
     @property
     def host_arch(self) -> str:
@@ -113,6 +115,9 @@ def diff_argv(cfg: DriverConfig, diff_type: DiffType) -> List[str]:
             "-base_jit_path", str(cfg.base_jit(diff_type)), "-diff_jit_path", str(cfg.diff_jit(diff_type)),
             "-error_limit", ERROR_LIMIT, "-log_level", "debug", "-log_file", str(log_file),
             "--summary_as_json"]
+    budget = remaining_budget(cfg)
+    if budget is not None:
+        argv += ["--time_budget", f"{budget:.0f}"]
     if diff_type.uses_pin:
         argv += ["-pin_path", str(cfg.pin_directory)]
     for option in cfg.base_jit_options:
@@ -120,6 +125,24 @@ def diff_argv(cfg: DriverConfig, diff_type: DiffType) -> List[str]:
     for option in cfg.diff_jit_options:
         argv += ["-diff_jit_option", option]
     return argv + collection_args(cfg)
+
+
+def remaining_budget(cfg: DriverConfig, now: Optional[float] = None) -> Optional[float]:
+    """Seconds the next diff step may replay for (at least 1: it then reports what it skipped)."""
+    if cfg.replay_deadline is None:
+        return None
+    return max(1.0, cfg.replay_deadline - (time.monotonic() if now is None else now))
+
+
+def replay_deadline(timeout_text: Optional[str], started: float) -> Optional[float]:
+    """From `-work_item_timeout`: when replays must stop to leave the margin (§12.15)."""
+    if not timeout_text:
+        return None
+    try:
+        seconds = pipeline.parse_duration(timeout_text)
+    except ValueError:
+        raise SuiteError(f"-work_item_timeout '{timeout_text}' is not a duration; use H:MM:SS or seconds") from None
+    return started + pipeline.work_item_budget(seconds)
 
 
 def render_argv(cfg: DriverConfig, diff_type: DiffType, summary_json: Path, output_md: Path) -> List[str]:
@@ -417,6 +440,7 @@ def run_work_item(cfg: DriverConfig, environ: Mapping[str, str]) -> int:
     cfg.spmi_location.mkdir(parents=True, exist_ok=True)
     env = tool_environment(cfg.payload, environ)
     steps: List[StepResult] = []
+    interrupted: Optional[KeyboardInterrupt] = None
     log.info("Work item %s: %s with %s (host arch %s)", cfg.name, "/".join(t.name for t in cfg.types),
              cfg.jit_name, cfg.host_arch)
     try:
@@ -433,6 +457,24 @@ def run_work_item(cfg: DriverConfig, environ: Mapping[str, str]) -> int:
     except (SuiteError, OSError) as exc:
         log.error("Error: %s", exc)
         steps.append(StepResult("driver", 1, False, "", [str(exc)]))
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (Helix ending the work item)
+        interrupted = exc
+        what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted (Ctrl-C)"
+        steps.append(StepResult("driver", getattr(exc, "exit_code", 130), False, "",
+                                [f"work item {what}; results so far were kept"]))
+    finish_work_item(cfg, steps)
+    if interrupted is not None:
+        raise interrupted
+    failed = [s.name + (" (memory gate)" if s.gate else "") for s in steps if not s.ok]
+    if failed:
+        log.error("Error: work item %s failed in: %s", cfg.name, ", ".join(failed))
+        return 1
+    log.info("Work item %s done", cfg.name)
+    return 0
+
+
+def finish_work_item(cfg: DriverConfig, steps: Sequence[StepResult]) -> None:
+    """Placeholders for what was not produced, then the status document (written last)."""
     declared = pipeline.declared_results(cfg.partition, cfg.types, cfg.part)
     status_file = pipeline.status_name(cfg.target_os, cfg.target_arch, cfg.part)
     placeholders = write_placeholders(cfg.upload, [n for n in declared if n != status_file])
@@ -441,12 +483,6 @@ def run_work_item(cfg: DriverConfig, environ: Mapping[str, str]) -> int:
     hashes = read_baseline_hashes(cfg.base_jit_directory)
     document = status_document(cfg, steps, hashes, placeholders)
     fsutil.atomic_write_text(cfg.upload / status_file, json.dumps(document, indent=2) + "\n")
-    failed = [s.name + (" (memory gate)" if s.gate else "") for s in steps if not s.ok]
-    if failed:
-        log.error("Error: work item %s failed in: %s", cfg.name, ", ".join(failed))
-        return 1
-    log.info("Work item %s done", cfg.name)
-    return 0
 
 
 def split_options(text: Optional[str]) -> List[str]:
@@ -479,7 +515,8 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> Dr
         mch_files=list(args.mch_files or []),
         private_stores=list(args.private_store or []),
         python=environ.get("HELIX_PYTHONPATH") or sys.executable,
-        part=part_from_args(args.part))
+        part=part_from_args(args.part),
+        replay_deadline=replay_deadline(args.work_item_timeout, time.monotonic()))
 
 
 def part_from_args(text: Optional[str]) -> Part:

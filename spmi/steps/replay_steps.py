@@ -97,20 +97,39 @@ def replay_summary_lines(outcomes: Sequence[CollectionOutcome]) -> List[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class ShortfallCheck:
+    """Parallel mode: how many contexts the collection holds, to tell a crashed worker."""
+
+    expected: Optional[int]
+    error_limit: Optional[int]
+
+
+def shortfall_check(options: superpmi_tool.RunOptions, mch: Path) -> Optional[ShortfallCheck]:
+    if not options.uses_parallel:
+        return None
+    return ShortfallCheck(superpmi_tool.count_contexts(mch), options.error_limit)
+
+
 def finish_run(run: superpmi_tool.SuperpmiRun, mch: Path, files: superpmi_tool.RunFiles, diff_mode: bool,
                timeout: Optional[float], diff_with_release: bool = False,
                table: Optional["details.DetailsTable"] = None,
-               counts: Optional[superpmi_tool.ContextCounts] = None) -> CollectionOutcome:
+               counts: Optional[superpmi_tool.ContextCounts] = None,
+               shortfall: Optional[ShortfallCheck] = None, timeout_flag: str = "--timeout") -> CollectionOutcome:
     """Interpret one superpmi run: verdict, counts, asserts, failing contexts (logged)."""
     if run.timed_out:
-        verdict = superpmi_tool.timeout_verdict(timeout or 0)
-        log_verdict(verdict)
+        verdict = superpmi_tool.timeout_verdict(timeout or 0, run.reached, run.not_started, timeout_flag)
+        log.error("Error: %s: %s", mch.name, verdict.message)
         return CollectionOutcome(mch, verdict)
     assert run.result is not None
     if counts is None:
         counts = counts_from_table(table, diff_mode) if table is not None else read_counts(files.details_csv, diff_mode)
     verdict = superpmi_tool.interpret_exit(run.result.outcome, diff_mode, counts, diff_with_release)
     verdict = verdict_with_reason(verdict, run.stderr)
+    if shortfall is not None:
+        failures = len(superpmi_tool.read_mcl(files.fail_mcl))
+        verdict = superpmi_tool.parallel_shortfall_verdict(verdict, counts.total, shortfall.expected, failures,
+                                                           shortfall.error_limit)
     log_verdict(verdict)
     if verdict.kind in (ResultKind.CLEAN, ResultKind.DIFFS) and counts.missing:
         log.warning("%s", superpmi_tool.missing_message(counts, diff_mode))  # exit 2 hides missing data

@@ -22,6 +22,8 @@ import logging
 import os
 import re
 import shutil
+import struct
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
@@ -65,6 +67,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--skip_cleanup", action="store_true", help="keep the temporary directory")
     group.add_argument("--timeout", type=float, metavar="SECONDS",
                        help="kill a superpmi process (and its workers) running longer than this")
+    group.add_argument("--time_budget", type=float, metavar="SECONDS",
+                       help="finish replaying within this many seconds of the start: the superpmi running "
+                            "then is stopped and later collections are not started, each reported as timed "
+                            "out with the contexts it reached (the Helix work item sets it from its timeout)")
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,8 @@ class RunOptions:
     jit_name: Optional[str] = None
     altjit: bool = False
     timeout: Optional[float] = None
+    time_budget: Optional[float] = None
+    started: float = field(default_factory=time.monotonic, compare=False)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "RunOptions":
@@ -90,7 +98,7 @@ class RunOptions:
                       break_on_assert=bool(args.break_on_assert), break_on_error=bool(args.break_on_error),
                       produce_repro=bool(args.produce_repro), details=args.details,
                       skip_cleanup=bool(args.skip_cleanup), jit_name=args.jit_name, altjit=bool(args.altjit),
-                      timeout=args.timeout)
+                      timeout=args.timeout, time_budget=args.time_budget)
         options.validate()
         return options
 
@@ -105,8 +113,24 @@ class RunOptions:
             raise SuiteError(f"-error_limit {self.error_limit} must be at least 1")
         if self.timeout is not None and self.timeout <= 0:
             raise SuiteError(f"--timeout {self.timeout:g} must be a positive number of seconds")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise SuiteError(f"--time_budget {self.time_budget:g} must be a positive number of seconds")
         if self.compile_list is not None and not self.compile_list.strip():
             raise SuiteError("-compile needs a context list such as 20, 5,10-99 or a .mcl file")
+
+    def run_timeout(self, now: Optional[float] = None) -> Optional[float]:
+        """The timeout of the next superpmi process: `--timeout`, shortened to what is left of
+        `--time_budget` (0 when it is used up: the process is not started)."""
+        limits = [] if self.timeout is None else [self.timeout]
+        if self.time_budget is not None:
+            elapsed = (time.monotonic() if now is None else now) - self.started
+            limits.append(max(0.0, self.time_budget - elapsed))
+        return min(limits) if limits else None
+
+    def timeout_flag(self, timeout: Optional[float]) -> str:
+        """Which flag a run's timeout came from (for the message when it fires)."""
+        return "--timeout" if self.timeout is not None and timeout is not None and timeout >= self.timeout \
+            else "--time_budget"
 
     @property
     def uses_parallel(self) -> bool:
@@ -395,8 +419,89 @@ def missing_message(counts: ContextCounts, diff_mode: bool) -> str:
     return f"SuperPMI encountered missing data for {counts.missing} out of {counts.total} contexts"
 
 
-def timeout_verdict(seconds: float) -> Verdict:
-    return Verdict(True, f"superpmi did not finish within {seconds:g} s (--timeout) and was killed", ResultKind.TIMEOUT)
+def first_missing_context(reached: Sequence[int]) -> int:
+    done = set(reached)
+    number = 1
+    while number in done:
+        number += 1
+    return number
+
+
+def reached_text(reached: Sequence[int]) -> str:
+    """Where a stopped replay had got to (from the details rows written before the stop)."""
+    if not reached:
+        return "no context had finished"
+    return (f"{len(reached)} contexts had finished (up to #{max(reached)}); "
+            f"context #{first_missing_context(reached)} had not")
+
+
+def timeout_verdict(seconds: float, reached: Optional[Sequence[int]] = None, not_started: bool = False,
+                    flag: str = "--timeout") -> Verdict:
+    if not_started:
+        return Verdict(True, "superpmi was not started: the time budget (--time_budget) was used up", ResultKind.TIMEOUT)
+    where = "" if reached is None else f"; {reached_text(reached)}"
+    shown = f"{seconds:g}" if seconds == int(seconds) else f"{seconds:.1f}"
+    return Verdict(True, f"superpmi did not finish within {shown} s ({flag}) and was killed{where}", ResultKind.TIMEOUT)
+
+
+def parallel_shortfall_verdict(verdict: Verdict, replayed: int, expected: Optional[int], failures: int,
+                               error_limit: Optional[int]) -> Verdict:
+    """Parallel mode hides a crashed worker (§2.10: the parent exits 1 as for compile errors);
+    fewer rows than contexts tells it. Stopping at `-error_limit` is no crash."""
+    if expected is None or replayed >= expected or verdict.kind not in (ResultKind.FAILURES, ResultKind.FATAL, ResultKind.UNKNOWN):
+        return verdict
+    missing = expected - replayed
+    if error_limit is not None and failures >= error_limit:
+        return Verdict(verdict.failed, f"{verdict.message}; {missing} of {expected} contexts not replayed "
+                                       f"(stopped after -error_limit {error_limit})", verdict.kind, verdict.warning)
+    return Verdict(True, f"Crash: a superpmi worker crashed (parallel mode); {missing} of {expected} contexts "
+                         "were not replayed, please check the log for more details.", ResultKind.CRASH)
+
+
+def count_contexts(mch: Path) -> Optional[int]:
+    """Contexts in a collection (§4.1, §4.3): the TOC count when `<mch>.mct` exists, else the
+    records walked by their framing; None when the file cannot be read that way."""
+    toc = Path(str(mch) + ".mct")
+    try:
+        if toc.is_file():
+            with toc.open("rb") as handle:
+                head = handle.read(8)
+            if len(head) == 8 and head[:4] == b"INDX":
+                return int(struct.unpack("<I", head[4:])[0])
+        count = 0
+        size = mch.stat().st_size
+        with mch.open("rb") as handle:
+            offset = 0
+            while offset < size:
+                handle.seek(offset)
+                header = handle.read(6)
+                if len(header) < 6 or header[:2] != b"mc":
+                    return None
+                offset += 8 + struct.unpack("<I", header[2:])[0]
+                count += 1
+        return count
+    except OSError:
+        return None
+
+
+def contexts_in_details(text: str) -> List[int]:
+    """Context numbers of the rows of a details CSV (§3.2; a cut last line is skipped)."""
+    numbers = []
+    for line in text.split("\n")[1:]:
+        head = line.split(",", 1)[0]
+        if head.isdigit() and "," in line:
+            numbers.append(int(head))
+    return numbers
+
+
+def contexts_reached(paths: Iterable[Path]) -> List[int]:
+    found: List[int] = []
+    for path in paths:
+        try:
+            found += contexts_in_details(path.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue
+    return sorted(set(found))
 
 
 # ---------------------------------------------------------------- asserts (pure)
@@ -536,6 +641,8 @@ class SuperpmiRun:
     result: Optional[runner.RunResult]
     timed_out: bool = False
     timeout_message: str = ""
+    reached: Optional[List[int]] = None   # after a timeout: contexts whose rows were written
+    not_started: bool = False
 
     @property
     def stdout(self) -> str:
@@ -548,14 +655,32 @@ class SuperpmiRun:
 
 def run_superpmi(argv: Sequence[str], core_root: Path, timeout: Optional[float],
                  extra_env: Optional[Mapping[str, str]] = None) -> SuperpmiRun:
-    """One superpmi process (cwd Core_Root). A timeout kills the tree and is reported, not raised."""
-    try:
-        result = runner.run(argv, cwd=core_root, timeout=timeout, extra_env=extra_env, log_output=False)
-    except errors.ToolTimeout as exc:
-        log.debug("%s", exc)
-        return SuperpmiRun(list(argv), None, None, timed_out=True, timeout_message=str(exc))
+    """One superpmi process (cwd Core_Root). A timeout kills the tree and is reported, not raised.
+
+    superpmi's own temporary files (`ParallelSuperPMI-*`, docs/contracts.md §2.10) go into a
+    folder the suite owns and removes, also after a timeout kill, Ctrl-C or SIGTERM."""
+    if timeout is not None and timeout <= 0:
+        return SuperpmiRun(list(argv), None, None, timed_out=True, not_started=True, reached=[])
+    with fsutil.temporary_directory(prefix="spmi-superpmi-tmp-") as tool_temp:
+        env = dict(platforms.temp_dir_environment(str(tool_temp)), **(extra_env or {}))
+        try:
+            result = runner.run(argv, cwd=core_root, timeout=timeout, extra_env=env, log_output=False)
+        except errors.ToolTimeout as exc:
+            log.debug("%s", exc)
+            reached = contexts_reached(details_files(argv, tool_temp))
+            return SuperpmiRun(list(argv), None, None, timed_out=True, timeout_message=str(exc), reached=reached)
     log_output_block(result)
     return SuperpmiRun(list(argv), None, result)
+
+
+def details_files(argv: Sequence[str], tool_temp: Path) -> List[Path]:
+    """The details CSV of a run and, in parallel mode, its workers' (in superpmi's temp folder)."""
+    found = sorted(tool_temp.glob("ParallelSuperPMI-Details-*.csv"))
+    if "-details" in argv:
+        index = list(argv).index("-details")
+        if index + 1 < len(argv):
+            found.append(Path(argv[index + 1]))
+    return found
 
 
 def log_output_block(result: runner.RunResult) -> None:
