@@ -134,7 +134,7 @@ def run_guarded(prog: str, body: Callable[[], int], errors_to_stderr: bool = Fal
     except KeyboardInterrupt as exc:
         kill_all_children()
         if isinstance(exc, Terminated):
-            report(f"terminated ({exc.signal_name}); child processes stopped, finished outputs kept")
+            report(f"interrupted; child processes stopped, finished outputs kept (terminated by {exc.signal_name})")
             return exc.exit_code
         report("interrupted; child processes stopped, finished outputs kept")
         return 130

@@ -459,7 +459,7 @@ def run_work_item(cfg: DriverConfig, environ: Mapping[str, str]) -> int:
         steps.append(StepResult("driver", 1, False, "", [str(exc)]))
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (Helix ending the work item)
         interrupted = exc
-        what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted (Ctrl-C)"
+        what = f"terminated by {exc.signal_name}" if isinstance(exc, Terminated) else "interrupted (Ctrl-C)"
         steps.append(StepResult("driver", getattr(exc, "exit_code", 130), False, "",
                                 [f"work item {what}; results so far were kept"]))
     finish_work_item(cfg, steps)
