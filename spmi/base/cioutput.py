@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Mapping, Optional, Union
 
-from spmi.base.untrusted import neutralize_commands
+from spmi.base.untrusted import break_azdo_prefixes, neutralize_commands
 
 log = logging.getLogger("superpmi")
 PathLike = Union[str, "os.PathLike[str]"]
@@ -16,7 +16,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 def azdo_escape_data(value: str) -> str:
     """Logging-command message/value text must be one line (docs/contracts.md §12.17) and
     carry no command of its own (§12.20)."""
-    return neutralize_commands(value).replace("%", "%AZP25").replace("\r", "%0D").replace("\n", "%0A")
+    return break_azdo_prefixes(value).replace("%", "%AZP25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def azdo_escape_property(value: str) -> str:

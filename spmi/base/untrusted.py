@@ -26,13 +26,18 @@ def _break_azdo_prefix(match: "re.Match[str]") -> str:
     return "##" + (match.group(1) or "") + "\uff3b"  # FULLWIDTH LEFT SQUARE BRACKET
 
 
+def break_azdo_prefixes(text: str) -> str:
+    """`##vso[`/`##[` anywhere broken; nothing else changed (for values that are escaped to one line anyway)."""
+    return _AZDO_PREFIX_RE.sub(_break_azdo_prefix, text)
+
+
 def neutralize_commands(text: str) -> str:
     """`text` for the console: no `##vso[`/`##[` anywhere, no line starting with `::`.
 
     Line structure is kept (a bare CR becomes LF, so what the agent sees as a line is what
     was checked)."""
     text = _LINE_BREAK_RE.sub("\n", text)
-    text = _AZDO_PREFIX_RE.sub(_break_azdo_prefix, text)
+    text = break_azdo_prefixes(text)
     return _GITHUB_LINE_START_RE.sub(lambda m: m.group(1) + ":\u200b:", text)
 
 
