@@ -232,11 +232,11 @@ def test_parallel_worker_crash_is_named_with_the_contexts_not_replayed(sample_to
 
 
 def test_shortfall_rules():
-    failures = superpmi_tool.Verdict(True, "Compilation failures", superpmi_tool.FAILURES, warning=True)
+    failures = superpmi_tool.Verdict(True, "Compilation failures", superpmi_tool.ResultKind.FAILURES, warning=True)
     crash = superpmi_tool.parallel_shortfall_verdict(failures, 124, 200, 0, None)
     assert crash.kind == "crash" and "76 of 200 contexts were not replayed" in crash.message
     limited = superpmi_tool.parallel_shortfall_verdict(failures, 150, 200, 100, 100)
-    assert limited.kind == superpmi_tool.FAILURES and "stopped after -error_limit 100" in limited.message
+    assert limited.kind == superpmi_tool.ResultKind.FAILURES and "stopped after -error_limit 100" in limited.message
     assert superpmi_tool.parallel_shortfall_verdict(failures, 200, 200, 3, None) is failures
     clean = superpmi_tool.Verdict(False, "Clean", superpmi_tool.CLEAN)
     assert superpmi_tool.parallel_shortfall_verdict(clean, 0, 200, 0, None) is clean
