@@ -238,7 +238,7 @@ def test_shortfall_rules():
     limited = superpmi_tool.parallel_shortfall_verdict(failures, 150, 200, 100, 100)
     assert limited.kind == superpmi_tool.ResultKind.FAILURES and "stopped after -error_limit 100" in limited.message
     assert superpmi_tool.parallel_shortfall_verdict(failures, 200, 200, 3, None) is failures
-    clean = superpmi_tool.Verdict(False, "Clean", superpmi_tool.CLEAN)
+    clean = superpmi_tool.Verdict(False, "Clean", superpmi_tool.ResultKind.CLEAN)
     assert superpmi_tool.parallel_shortfall_verdict(clean, 0, 200, 0, None) is clean
 
 
