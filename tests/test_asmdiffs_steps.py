@@ -19,24 +19,65 @@ def test_parse_metrics_accepts_repeats_commas_and_any_case():
         steps.parse_metrics(["Bytes"])
 
 
-def test_picking_and_override_metric():
+def test_picking_metric():
     assert steps.picking_metric([]) == "ActualCodeBytes"
     assert steps.picking_metric(["PerfScore"]) == "PerfScore"
     assert steps.picking_metric(["CodeSize"]) is None
-    assert steps.override_metric([]) == "ActualCodeBytes"
-    assert steps.override_metric(["PerfScore"]) == "PerfScore"
-    assert steps.override_metric(["CodeSize", "PerfScore"]) is None
+
+
+RELEASED_HELP = """jit-analyze:
+  --override-total-base-metric <override-total-base-metric>  Override the total base metric (double).
+  --override-total-diff-metric <override-total-diff-metric>  Override the total diff metric (double).
+"""
+PER_METRIC_HELP = """  --override-total-base-metric <metric>,<value>  Override the total base metric; repeatable.
+  --override-total-diff-metric <metric>,<value>  Override the total diff metric; repeatable.
+"""
+
+
+def test_override_form_is_read_from_the_help_text():
+    assert steps.override_form_from_help(RELEASED_HELP) is steps.OverrideForm.BARE
+    assert steps.override_form_from_help(PER_METRIC_HELP) is steps.OverrideForm.PER_METRIC
+    assert steps.override_form_from_help("Usage: jit-analyze --base --diff") is steps.OverrideForm.NONE
+    from spmi.analyzer import cli
+    built_in = cli.build_parser().format_help()
+    assert steps.override_form_from_help(built_in) is steps.OverrideForm.PER_METRIC
+
+
+TOTALS = {"CodeSize": (1234, 1200), "PerfScore": (10.25, 3134.4100000000003)}
+
+
+def test_per_metric_overrides_one_pair_per_requested_metric():
+    plan = steps.plan_overrides(["CodeSize", "PerfScore"], TOTALS, steps.OverrideForm.PER_METRIC)
+    assert list(plan.argv) == ["--override-total-base-metric", "CodeSize,1234",
+                               "--override-total-diff-metric", "CodeSize,1200",
+                               "--override-total-base-metric", "PerfScore,10.25",
+                               "--override-total-diff-metric", "PerfScore,3134.4100000000003"]
+    # without -metrics the analyzer reports CodeSize
+    assert list(steps.plan_overrides([], TOTALS, steps.OverrideForm.PER_METRIC).argv)[1] == "CodeSize,1234"
+    # a metric without CSV totals gets no pair
+    plan = steps.plan_overrides(["SpillCount", "PerfScore"], TOTALS, steps.OverrideForm.PER_METRIC)
+    assert [a for a in plan.argv if "," in a] == ["PerfScore,10.25", "PerfScore,3134.4100000000003"]
+
+
+def test_bare_overrides_only_for_a_single_metric():
+    plan = steps.plan_overrides([], TOTALS, steps.OverrideForm.BARE)
+    assert list(plan.argv) == ["--override-total-base-metric", "1234", "--override-total-diff-metric", "1200"]
+    plan = steps.plan_overrides(["PerfScore"], TOTALS, steps.OverrideForm.BARE)
+    assert list(plan.argv)[1::2] == ["10.25", "3134.4100000000003"]
+    plan = steps.plan_overrides(["CodeSize", "PerfScore"], TOTALS, steps.OverrideForm.BARE)
+    assert plan.argv == () and "every one of CodeSize, PerfScore" in plan.description
+    assert steps.plan_overrides([], TOTALS, steps.OverrideForm.NONE).argv == ()
 
 
 def test_jit_analyze_argv_exact_flags():
-    argv = steps.jit_analyze_argv("jit-analyze", ASM, [], {"base": 1234, "diff": 1200.0}, subset_of_diffs=False)
+    argv = steps.jit_analyze_argv("jit-analyze", ASM, [], ["--override-total-base-metric", "1234",
+                                                          "--override-total-diff-metric", "1200"],
+                                  subset_of_diffs=False)
     assert argv == ["jit-analyze", "--md", f"{ASM}/summary.md", "-r", "--base", f"{ASM}/base", "--diff",
                     f"{ASM}/diff", "--override-total-base-metric", "1234", "--override-total-diff-metric", "1200",
                     "--is-diffs-only"]
-    argv = steps.jit_analyze_argv("ja", ASM, ["PerfScore"], {"base": 10.25, "diff": 3134.4100000000003}, True)
-    assert argv[8:] == ["--metrics", "PerfScore", "--override-total-base-metric", "10.25",
-                        "--override-total-diff-metric", "3134.4100000000003", "--is-subset-of-diffs"]
-    assert "--override-total-base-metric" not in steps.jit_analyze_argv("ja", ASM, ["CodeSize"], None, False)
+    argv = steps.jit_analyze_argv("ja", ASM, ["PerfScore"], [], True)
+    assert argv[8:] == ["--metrics", "PerfScore", "--is-subset-of-diffs"]
 
 
 def test_git_argvs():

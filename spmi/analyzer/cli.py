@@ -24,8 +24,9 @@ Invalid options: "Error: ..." on stderr, exit 1. A missing input path:
 "Error: ..." on stdout, exit 0 (as jit-analyze).
 
 Extensions beyond jit-analyze:
-  --override-total-base-metric METRIC=VALUE (and the diff form) override one metric's
-      printed totals; repeatable. A bare VALUE applies to every requested metric.
+  --override-total-base-metric METRIC,VALUE (also METRIC=VALUE; and the diff form)
+      override one metric's printed totals; repeatable, one pair per metric. A bare
+      VALUE applies to every requested metric (as jit-analyze).
   --md-per-metric DIR writes DIR/<Metric>.md (one markdown summary per metric).
   Release-JIT listings (footer "; Total bytes of code N" without prolog size) are not
       counted as 0-byte methods; each report then says
@@ -83,10 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not count files with textual diffs")
     p.add_argument("--retain-only-top-files", "--retainOnlyTopFiles", dest="retain_only_top_files",
                    action="store_true", help="delete every listing not named in a top list")
-    p.add_argument("--override-total-base-metric", action="append", default=[], metavar="[METRIC=]VALUE",
-                   help="printed base total; both or neither of the two overrides")
-    p.add_argument("--override-total-diff-metric", action="append", default=[], metavar="[METRIC=]VALUE",
-                   help="printed diff total")
+    p.add_argument("--override-total-base-metric", action="append", default=[], metavar="[METRIC,]VALUE",
+                   help="printed base total (METRIC,VALUE or METRIC=VALUE per metric, or a bare VALUE for "
+                        "every metric); both or neither of the two overrides")
+    p.add_argument("--override-total-diff-metric", action="append", default=[], metavar="[METRIC,]VALUE",
+                   help="printed diff total (same forms)")
     p.add_argument("--is-diffs-only", action="store_true", help="inputs hold only contexts with diffs")
     p.add_argument("--is-subset-of-diffs", action="store_true", help="inputs are a subset of the diffs")
     p.add_argument("--concat-files", action="store_true",
@@ -99,15 +101,25 @@ _NUMBER_RE = re.compile(r"^\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]
 
 def _parse_double(text: str, option: str) -> float:
     if not _NUMBER_RE.match(text):
-        raise _UsageError(f"Invalid value '{text}' for --{option} (expected a number or <Metric>=<number>)")
+        raise _UsageError(f"Invalid value '{text}' for --{option} (expected a number, <Metric>,<number> "
+                          "or <Metric>=<number>)")
     return float(text)
+
+
+def _split_override(value: str) -> Tuple[str, str, str]:
+    """`<metric>,<value>` or `<metric>=<value>` (§8.8): split at the first `,` or `=`."""
+    positions = [i for i in (value.find(","), value.find("=")) if i >= 0]
+    if not positions:
+        return value, "", ""
+    at = min(positions)
+    return value[:at], value[at], value[at + 1:]
 
 
 def _parse_overrides(values: List[str], option: str, messages: List[str]) -> Tuple[Optional[float], Dict[str, float]]:
     bare: Optional[float] = None
     per_metric: Dict[str, float] = {}
     for value in values:
-        metric, sep, number = value.partition("=")
+        metric, sep, number = _split_override(value)
         if not sep:
             bare = _parse_double(value, option)
         elif metric.strip() not in METRICS:

@@ -37,8 +37,8 @@ from spmi.tools.superpmi_tool import JitPairOptions, RunOptions
 
 log = logging.getLogger("superpmi")
 
-#: The only metric columns asmdiffs reads (converting the other ~70 would only cost time).
-ANALYSED_METRICS = (details.CODE_BYTES, details.PERFSCORE)
+#: asmdiffs reads every metric column: the analyzer totals and the "Other metrics" table use them.
+ANALYSED_METRICS = None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -112,6 +112,7 @@ class Job:
     diff_info: Optional[jit_build.BuildInfo]
     temp_dir: Path
     analyzer: str = ""
+    override_form: Optional[steps.OverrideForm] = None  # of an external jit-analyze, read once
 
     @property
     def invocation(self) -> superpmi_tool.SuperpmiInvocation:
@@ -129,6 +130,7 @@ class CollectionDiff:
     data_problem: str = ""
     asm_dir: Optional[Path] = None
     aggregates: Optional["asm_model.CollectionAggregates"] = None
+    metric_sums: Dict[str, List[float]] = field(default_factory=dict)  # DetailsDigest.metric_sums
     pick: Optional["asm_analysis.ContextPick"] = None
     examples: List["asm_model.ExampleDiff"] = field(default_factory=list)
     analyze_markdown: str = ""
@@ -229,7 +231,8 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
                                       shortfall=replay_steps.shortfall_check(job.options, mch),
                                       timeout_flag=job.options.timeout_flag(timeout))
     table = digest.diff_table() if digest is not None else None
-    result = CollectionDiff(mch, outcome, table, problem, aggregates=digest.aggregates if digest else None)
+    result = CollectionDiff(mch, outcome, table, problem, aggregates=digest.aggregates if digest else None,
+                            metric_sums=digest.metric_sums if digest else {})
     if problem:
         (log.error if not outcome.failed else log.warning)("%s", problem)
     if outcome.verdict.kind is superpmi_tool.ResultKind.FAILURES and job.options.produce_repro:
@@ -297,7 +300,7 @@ def analyze_collection(job: Job, result: CollectionDiff, work: Path) -> None:
     if not textual_diff_contexts(base_files, diff_files):
         log.warning("%s", steps.NO_TEXTUAL_DIFFS)
     else:
-        result.analyze_markdown = run_jit_analyze(job, result, aggregates, len(pick.contexts) < len(diff_rows))
+        result.analyze_markdown = run_jit_analyze(job, result, len(pick.contexts) < len(diff_rows))
     if job.flags.git_diff:
         run_git_diff(job, result.asm_dir)
     result.examples = collect_examples(job, result, pick, base_files, diff_files, env)
@@ -360,27 +363,36 @@ def jit_analyze_tool(host_os: str) -> Optional[str]:
     return shutil.which(platforms.exe_name("jit-analyze", host_os)) or shutil.which("jit-analyze")
 
 
-def diffed_totals(aggregates: "asm_model.CollectionAggregates", metric: str) -> Dict[str, float]:
-    overall = aggregates.overall
-    if metric == details.PERFSCORE:
-        return {"base": overall.base_perfscore, "diff": overall.diff_perfscore}
-    return {"base": overall.base_code_bytes, "diff": overall.diff_code_bytes}
+def external_override_form(job: Job, tool: str) -> steps.OverrideForm:
+    """What the external jit-analyze accepts for total overrides, read once from its `--help` (§8.8)."""
+    if job.override_form is None:
+        try:
+            run = runner.run([tool, "--help"], log_output=False, timeout=60)
+            job.override_form = steps.override_form_from_help(run.stdout + run.stderr)
+        except SuiteError as exc:
+            log.warning("Warning: cannot read `%s --help` (%s); passing no total overrides", tool, exc)
+            job.override_form = steps.OverrideForm.NONE
+    return job.override_form
 
 
-def run_jit_analyze(job: Job, result: CollectionDiff, aggregates: "asm_model.CollectionAggregates",
-                    subset: bool) -> str:
+def run_jit_analyze(job: Job, result: CollectionDiff, subset: bool) -> str:
     assert result.asm_dir is not None
-    override = steps.override_metric(job.flags.metrics)
-    totals = diffed_totals(aggregates, override) if override else None
+    metrics = steps.analyzed_metrics(job.flags.metrics)
+    totals = asm_analysis.analyzer_totals(result.metric_sums, metrics)
     real = jit_analyze_tool(job.settings.host_os)
-    argv = steps.jit_analyze_argv(real or "jit-analyze", result.asm_dir, job.flags.metrics or (), totals, subset)
+    form = external_override_form(job, real) if real else steps.OverrideForm.PER_METRIC
+    plan = steps.plan_overrides(job.flags.metrics, totals, form)
+    argv = steps.jit_analyze_argv(real or "jit-analyze", result.asm_dir, job.flags.metrics or (), plan.argv, subset)
     job.analyzer = "jit-analyze" if real else "built-in"
     if real:
         log.info("Using jit-analyze from PATH: %s", real)
+        log.info("Analyzer totals: %s", plan.description)
+        log.debug("Invoking: %s", runner.format_command(argv, job.settings.host_os))
         run = runner.run(argv)
         output = run.stdout + run.stderr
     else:
         log.info("jit-analyze is not on PATH; using the built-in equivalent (jitanalyze.py)")
+        log.info("Analyzer totals: %s", plan.description)
         log.debug("Invoking (built-in): %s", runner.format_command(argv, job.settings.host_os))
         out, err = io.StringIO(), io.StringIO()
         analyzer_cli.run_cli(argv[1:], stdout=out, stderr=err)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from array import array
 from functools import reduce
 from itertools import compress, repeat
 from operator import add, and_, eq, truediv
-from typing import Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from spmi.formats.details import (
     CODE_BYTES,
@@ -21,6 +22,8 @@ from spmi.formats.details import (
     concatenate,
 )
 from spmi.reports.asm_model import IMPROVEMENT, REGRESSION, Aggregate, CollectionAggregates, DiffListStats, ExampleDiff
+
+Number = Union[int, float]
 
 PICK_COUNT = 20
 EXAMPLE_COUNT = 3
@@ -117,6 +120,9 @@ class DetailsDigest:
         self.base_misses = 0
         self.diff_misses = 0
         self.either_misses = 0
+        #: every metric column the CSV has (none filled in): [Σ base, Σ diff] over rows where both
+        #: JITs succeeded, in file order (the analyzer totals, the "Other metrics" table)
+        self.metric_sums: Dict[str, List[Number]] = {}
         self._diff_parts: List[DetailsTable] = []
         self._empty: Optional[DetailsTable] = None
 
@@ -131,6 +137,7 @@ class DetailsDigest:
             else base_miss.count(1)
         succeeded = bytes(map(and_, map(eq, c.base_result, repeat(SUCCESS)), map(eq, c.diff_result, repeat(SUCCESS))))
         columns = _aggregated_columns(table)
+        _add_metric_sums(self.metric_sums, table, succeeded)
         for agg, minopts in ((self.aggregates.minopts, True), (self.aggregates.fullopts, False)):
             in_class = bytes(map(eq, c.minopts, repeat(minopts)))
             _add_class(agg, table, in_class, bytes(map(and_, in_class, succeeded)), columns)
@@ -161,6 +168,27 @@ def _aggregated_columns(table: DetailsTable) -> Tuple[Sequence[float], ...]:
 def _in_order_sum(values: Iterable[float], start: float) -> float:
     """start + v1 + v2 + ..., left to right (as `+=` in a loop; `sum` may compensate floats)."""
     return reduce(add, values, start)
+
+
+def _masked_sum(column: Sequence[Number], mask: bytes, start: Number) -> Number:
+    """start + the values of `column` where `mask` is set: integers in an array at C speed
+    (exact in any order), anything else left to right."""
+    values = compress(column, mask)
+    if isinstance(column, array) and column.typecode == "q":
+        return sum(values, start)
+    return _in_order_sum(values, start)  # type: ignore[arg-type]
+
+
+def _add_metric_sums(sums: Dict[str, List[Number]], table: DetailsTable, succeeded: bytes) -> None:
+    """One part's rows (where both JITs succeeded) into the running [Σ base, Σ diff] of every
+    metric column the CSV has; the columns filled in for older layouts are left out."""
+    for name, base_column, diff_column in zip(table.metric_names, table.base_columns, table.diff_columns):
+        if name in table.synthesized_metrics:
+            continue
+        pair = sums.setdefault(name, [0, 0])
+        same_so_far = diff_column is base_column and type(pair[0]) is type(pair[1]) and pair[0] == pair[1]
+        pair[0] = _masked_sum(base_column, succeeded, pair[0])
+        pair[1] = pair[0] if same_so_far else _masked_sum(diff_column, succeeded, pair[1])
 
 
 def _add_class(agg: Aggregate, table: DetailsTable, in_class: bytes, succeeded: bytes,
@@ -292,6 +320,47 @@ def take_examples(rows: Iterable[DetailsRow], wanted: int, taken_contexts: Set[i
     return picked
 
 
+# ---------------------------------------------------------------- analyzer totals (§8.8)
+
+#: jit-analyze metric -> the details CSV columns whose sum has the same meaning (§3.2.5, §8.8).
+ANALYZER_METRIC_COLUMNS: Dict[str, Tuple[str, ...]] = {
+    "CodeSize": (CODE_BYTES,),
+    "PerfScore": (PERFSCORE,),
+    "AllocSize": ("AllocatedHotCodeBytes", "AllocatedColdCodeBytes"),
+}
+
+
+def _column_sums(sums: Mapping[str, Sequence[Number]], columns: Sequence[str]) -> Optional[Tuple[float, float]]:
+    """Σ base and Σ diff of `columns` (from a digest's `metric_sums`); None when a column is absent."""
+    if any(c not in sums for c in columns):
+        return None
+    base = diff = 0
+    for column in columns:
+        base += sums[column][0]
+        diff += sums[column][1]
+    return base, diff
+
+
+def analyzer_totals(sums: Mapping[str, Sequence[Number]], metrics: Sequence[str]) -> Dict[str, Tuple[float, float]]:
+    """(Σ base, Σ diff) per requested jit-analyze metric that the CSV carries, over contexts where
+    both JITs succeeded (`sums`: `DetailsDigest.metric_sums`, summed while the CSV streamed by):
+    CodeSize ← ActualCodeBytes, PerfScore ← PerfScore, AllocSize ← allocated hot + cold code bytes,
+    ExtraAllocBytes = AllocSize − CodeSize (docs/contracts.md §8.8)."""
+    totals: Dict[str, Tuple[float, float]] = {}
+    for metric in metrics:
+        if metric == "ExtraAllocBytes":
+            alloc = _column_sums(sums, ANALYZER_METRIC_COLUMNS["AllocSize"])
+            code = _column_sums(sums, ANALYZER_METRIC_COLUMNS["CodeSize"])
+            if alloc is not None and code is not None:
+                totals[metric] = (alloc[0] - code[0], alloc[1] - code[1])
+            continue
+        columns = ANALYZER_METRIC_COLUMNS.get(metric)
+        found = _column_sums(sums, columns) if columns else None
+        if found is not None:
+            totals[metric] = found
+    return totals
+
+
 # ---------------------------------------------------------------- examples
 
 def listing_title(first_line: str) -> Optional[str]:
@@ -315,7 +384,8 @@ def example_from_row(row: DetailsRow, kind: str, title: Optional[str], diff_text
 
 
 __all__ = [
-    "ContextPick", "DetailsDigest", "EXAMPLE_COUNT", "PICK_COUNT", "aggregate_table", "diff_list", "example_from_row",
+    "ANALYZER_METRIC_COLUMNS", "ContextPick", "DetailsDigest", "EXAMPLE_COUNT", "PICK_COUNT", "aggregate_table",
+    "analyzer_totals", "diff_list", "example_from_row",
     "example_order", "is_small_size_diff", "listing_title", "perfscore_log_ratio", "pick_contexts",
     "pick_metric", "relative_change", "take_examples",
 ]

@@ -7,9 +7,11 @@ command flow lives in `asmdiffs.py`.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
-from typing import Iterable, List, Mapping, Optional, Sequence
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from spmi.base import platforms, runner
 from spmi.base.errors import SuiteError
@@ -56,30 +58,81 @@ def format_override(value: float) -> str:
     return repr(float(value))
 
 
-def jit_analyze_argv(tool: str, asm_dir: Path, metrics: Sequence[str], totals: Optional[Mapping[str, float]],
-                     subset_of_diffs: bool) -> List[str]:
-    """`jit-analyze --md <asm>/summary.md -r --base <asm>/base --diff <asm>/diff [--metrics m]… [overrides] [--is-…]`.
+class OverrideForm(Enum):
+    """How an analyzer takes `--override-total-*-metric` (docs/contracts.md §8.1, §8.8)."""
 
-    `totals` = {"base": Σ, "diff": Σ} of the overridden metric, or None.
+    PER_METRIC = "per-metric"   # `<metric>,<value>`, one pair per metric (built-in analyzer)
+    BARE = "bare"               # one bare number per option, applied to every requested metric
+    NONE = "none"               # the option is not known
+
+
+_PER_METRIC_HELP_RE = re.compile(r"override-total-base-metric\S*\s+\S*(?:metric|METRIC)>?\]?\s*,")
+
+
+def override_form_from_help(help_text: str) -> OverrideForm:
+    """What an external jit-analyze's `--help` documents: a per-metric `<metric>,<value>` form,
+    only the bare number, or no override option at all."""
+    if "--override-total-base-metric" not in help_text:
+        return OverrideForm.NONE
+    if _PER_METRIC_HELP_RE.search(help_text):
+        return OverrideForm.PER_METRIC
+    return OverrideForm.BARE
+
+
+def analyzed_metrics(metrics: Sequence[str]) -> List[str]:
+    """The metrics the analyzer reports: the `-metrics` values, else its default `CodeSize`."""
+    return list(metrics) or ["CodeSize"]
+
+
+@dataclass(frozen=True)
+class OverridePlan:
+    """The override arguments for one analyzer run and a sentence for the log."""
+
+    argv: Tuple[str, ...]
+    description: str
+
+
+def plan_overrides(metrics: Sequence[str], totals: Mapping[str, Tuple[float, float]],
+                   form: OverrideForm) -> OverridePlan:
+    """`--override-total-base-metric` / `--override-total-diff-metric` arguments.
+
+    Per-metric form: one `<metric>,<value>` pair per requested metric whose totals are known.
+    Bare form: a bare pair replaces the totals of every requested metric, so it is passed only
+    when exactly one metric is requested and its totals are known (§8.8, §12.9).
     """
+    requested = analyzed_metrics(metrics)
+    known = [m for m in requested if m in totals]
+    if form is OverrideForm.NONE:
+        return OverridePlan((), "no total overrides: the analyzer documents no override option")
+    if not known:
+        return OverridePlan((), "no total overrides: the details CSV has no totals for " + ", ".join(requested))
+    if form is OverrideForm.PER_METRIC:
+        argv: List[str] = []
+        for metric in known:
+            base, diff = totals[metric]
+            argv += ["--override-total-base-metric", f"{metric},{format_override(base)}",
+                     "--override-total-diff-metric", f"{metric},{format_override(diff)}"]
+        return OverridePlan(tuple(argv), "per-metric total overrides (<metric>,<value>) for " + ", ".join(known))
+    if len(requested) == 1:
+        base, diff = totals[requested[0]]
+        return OverridePlan(("--override-total-base-metric", format_override(base),
+                             "--override-total-diff-metric", format_override(diff)),
+                            f"one bare total override pair ({requested[0]}); the analyzer documents no "
+                            "per-metric form")
+    return OverridePlan((), "no total overrides: the analyzer takes only one bare pair, which would replace the "
+                            "totals of every one of " + ", ".join(requested))
+
+
+def jit_analyze_argv(tool: str, asm_dir: Path, metrics: Sequence[str], overrides: Sequence[str],
+                     subset_of_diffs: bool) -> List[str]:
+    """`jit-analyze --md <asm>/summary.md -r --base <asm>/base --diff <asm>/diff [--metrics m]… [overrides] [--is-…]`."""
     argv = [tool, "--md", str(asm_dir / "summary.md"), "-r", "--base", str(asm_dir / "base"),
             "--diff", str(asm_dir / "diff")]
     for metric in metrics:
         argv += ["--metrics", metric]
-    if totals is not None:
-        argv += ["--override-total-base-metric", format_override(totals["base"]),
-                 "--override-total-diff-metric", format_override(totals["diff"])]
+    argv += list(overrides)
     argv.append("--is-subset-of-diffs" if subset_of_diffs else "--is-diffs-only")
     return argv
-
-
-def override_metric(metrics: Sequence[str]) -> Optional[str]:
-    """Which aggregate jit-analyze's totals are overridden with: code bytes, PerfScore or none."""
-    if not metrics:
-        return "ActualCodeBytes"
-    if list(metrics) == ["PerfScore"]:
-        return "PerfScore"
-    return None
 
 
 def git_diff_argv(git: str, asm_dir: Path) -> List[str]:
