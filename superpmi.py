@@ -23,6 +23,7 @@ COMMAND_MODULES: List[str] = ["spmi.commands.replay", "spmi.commands.asmdiffs", 
 MODULE_OF_COMMAND: Dict[str, str] = {
     "replay": "spmi.commands.replay", "asmdiffs": "spmi.commands.asmdiffs",
     "tpdiff": "spmi.commands.metricdiff", "memdiff": "spmi.commands.metricdiff",
+    "metricdiff": "spmi.commands.metricdiff",
     "summarize": "spmi.commands.summarize", "download": "spmi.commands.mch_commands", "upload": "spmi.commands.mch_commands",
     "upload-private": "spmi.commands.mch_commands", "list-collections": "spmi.commands.mch_commands", "merge-mch": "spmi.commands.mch_commands",
     "collect": "spmi.commands.collect",

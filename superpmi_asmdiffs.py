@@ -3,12 +3,12 @@
 
     <python> <payload>/superpmi_asmdiffs.py -base_jit_directory <payload>/base
         -diff_jit_directory <payload>/diff -log_directory <upload root> -arch <target arch>
-        -platform <target os> -type asmdiffs|tpdiff|memdiff|all
+        -platform <target os> -type asmdiffs|tpdiff|memdiff|metricdiff|all
         [-base_jit_options a;b] [-diff_jit_options a;b] [-mch_files ...] [-private_store DIR] [-part K/N]
         [-work_item_timeout H:MM:SS]
 
 Runs `superpmi.py download`, then per type `superpmi.py <type> ... --summary_as_json`
-with the payload's JITs (checked for asmdiffs, release for tpdiff/memdiff; tpdiff with
+with the payload's JITs (checked for asmdiffs, release for tpdiff/memdiff/metricdiff; tpdiff with
 `-pin_path <payload>/pin`), and leaves in the upload root (docs/contracts.md §12.15):
 `superpmi_<type>_summary_<os>_<arch>.md` (for people) and `.json` (for merging), the
 logs, `Asmdiffs_<os>_<arch>.zip` with every `.dasm`, asmdiffs' HTML diff explorer

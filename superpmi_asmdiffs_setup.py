@@ -3,12 +3,12 @@
 
     python superpmi_asmdiffs_setup.py -product_directory P -host_arch x64|x86 -payload_directory OUT
         [-base_jit_directory B] [-release_product_directory PR -release_base_jit_directory BR]
-        [-jit_analyze_directory J] [-git_directory G] [-pin_directory PIN] [-type asmdiffs|tpdiff|memdiff|all]
+        [-jit_analyze_directory J] [-git_directory G] [-pin_directory PIN] [-type asmdiffs|tpdiff|memdiff|metricdiff|all]
         [-mch_files M ... | -private_store S] [--run_locally]
 
 Builds the correlation payload in OUT (the suite's scripts, superpmi/mcs with what they
 load beside them, the host's cross JITs in diff/<flavour>/, the baseline JITs in
-base/<flavour>/ (checked for asmdiffs, release for tpdiff/memdiff), the PIN package in
+base/<flavour>/ (checked for asmdiffs, release for tpdiff/memdiff/metricdiff), the PIN package in
 pin/ for tpdiff, optional jit-analyze/ and git/), checks that every work item finds what
 it needs, writes the Helix project (one work item per target partition of the host) and
 prints the AzDO variables the pipeline passes on. `--run_locally` then runs every work
@@ -42,7 +42,7 @@ def build_parser() -> ArgumentParser:
                         help="directory holding the suite's scripts (default: this script's)")
     parser.add_argument("-product_directory", required=True,
                         help="built product: superpmi, mcs and the checked cross JITs")
-    parser.add_argument("-release_product_directory", help="release cross JITs (tpdiff, memdiff)")
+    parser.add_argument("-release_product_directory", help="release cross JITs (tpdiff, memdiff, metricdiff)")
     parser.add_argument("-host_arch", choices=pipeline.HOST_ARCHES, help="Helix host queue arch (default: this machine's)")
     parser.add_argument("-host_os", help="OS of the Helix machines (default: this machine's)")
     parser.add_argument("-payload_directory", required=True, help="correlation payload to create")

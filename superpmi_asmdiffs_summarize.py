@@ -2,11 +2,11 @@
 """Summarize the Helix results of one host's work items (docs/contracts.md §12.16).
 
     python superpmi_asmdiffs_summarize.py -diff_summary_dir D -arch x64|x86 -platform windows
-        -type asmdiffs|tpdiff|memdiff|all [--short]
+        -type asmdiffs|tpdiff|memdiff|metricdiff|all [--short]
 
 Reads every `superpmi_<type>_summary_<os>_<arch>.md|json` and `superpmi_status_<os>_<arch>.json`
 under D (names case-insensitive) and writes `D/<n>_overall_<type>_summary_<platform>_<arch>.md`
-(`<n>` = 1, 2, 3 for asmdiffs, tpdiff, memdiff, which orders the Extensions tabs; `all`
+(`<n>` = 1, 2, 3 for asmdiffs, tpdiff, memdiff and metricdiff, which orders the Extensions tabs; `all`
 writes the three in that order; `--short`: `..._short_summary_...`): the problems of
 every platform in a box at the top (failed steps of that type, MISSING results, asserts,
 replay failures, a crossed memory gate), for asmdiffs the cross-platform impact table,

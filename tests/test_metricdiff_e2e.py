@@ -298,3 +298,70 @@ def test_summarize_merges_asmdiffs_json_summaries(sample, tmp_path):
 
     assert comparable(out) == comparable(single / "diff_summary.md")
     assert comparable(out.parent / "diff_short_summary.md") == comparable(single / "diff_short_summary.md")
+
+
+# ---------------------------------------------------------------- metricdiff (the general form)
+
+def summary_titles(text: str) -> List[str]:
+    return [part.split("</summary>")[0] for part in text.split("<summary>")[1:]]
+
+
+@pytest.fixture(scope="module")
+def metricdiff_run(sample, tmp_path_factory):
+    spmi = tmp_path_factory.mktemp("metricdiff")
+    mch = [sample.collection("aspnet.run"), sample.collection("benchmarks.run")]
+    result = run_cli("metricdiff", *jit_args(sample, sample.release("diff_memblowup")), "-mch_files", *mch,
+                     "-spmi_location", spmi, "--sequential")
+    return result, spmi, mch
+
+
+def test_metricdiff_diffs_every_metric_without_a_gate(metricdiff_run):
+    result, spmi, mch = metricdiff_run
+    # BytesAllocated grows by 40% in aspnet, which memdiff's gate fails on; metricdiff has no gate
+    assert result.returncode == 0, result.stdout + result.stderr
+    for metric in ("ActualCodeBytes", "PerfScore", "BytesAllocated"):
+        assert f"  {metric}: base=" in result.stdout
+    long_text = (spmi / "metricdiff_summary.md").read_text(encoding="utf-8")
+    short_text = (spmi / "metricdiff_short_summary.md").read_text(encoding="utf-8")
+    assert "Memory gate" not in long_text
+    titles = summary_titles(long_text)
+    assert any(t.startswith("BytesAllocated (") for t in titles)
+    # first-seen (CSV) order: BytesAllocated comes after code size and PerfScore
+    significant = [t.split(" (")[0] for t in titles if " (" in t and not t.startswith("Top method")]
+    assert significant.index("BytesAllocated") > significant.index("ActualCodeBytes")
+    assert "Metrics with no diffs" in titles
+    assert "<summary>Details</summary>" in long_text
+    assert re.search(r"^\|aspnet\.run\.[^|]+\|[\d,]+\|[\d,]+\|", long_text, re.M)
+    assert short_text and "Metrics with no diffs" not in short_text and "Details" not in short_text
+
+
+def test_metricdiff_has_no_memdiff_gate_option(sample, tmp_path):
+    result = run_cli("metricdiff", "-memdiff_threshold", "5", "-spmi_location", tmp_path)
+    assert result.returncode != 0
+    assert "-memdiff_threshold" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_summarize_metricdiff_merges_like_a_single_run(sample, metricdiff_run, tmp_path):
+    _, single_spmi, mch = metricdiff_run
+    summaries = []
+    for index, path in enumerate(reversed(mch)):
+        spmi = tmp_path / f"part{index}"
+        result = run_cli("metricdiff", *jit_args(sample, sample.release("diff_memblowup")), "-mch_files", path,
+                         "-spmi_location", spmi, "--summary_as_json", "--sequential")
+        assert result.returncode == 0, result.stdout + result.stderr
+        summaries.append(spmi / "metricdiff_summary.json")
+        assert json.loads(summaries[-1].read_text(encoding="utf-8"))["summary_type"] == "metricdiff"
+    result = run_cli("summarize", "-summary_type", "metricdiff", "-summaries", *summaries,
+                     "-spmi_location", tmp_path / "out")
+    assert result.returncode == 0, result.stdout + result.stderr
+    long_path, short_path = tmp_path / "out" / "metricdiff_summary.md", tmp_path / "out" / "metricdiff_short_summary.md"
+    assert long_path.read_text(encoding="utf-8") == (single_spmi / "metricdiff_summary.md").read_text(encoding="utf-8")
+    assert short_path.read_text(encoding="utf-8") == \
+        (single_spmi / "metricdiff_short_summary.md").read_text(encoding="utf-8")
+    result = run_cli("summarize", "-summary_type", "metricdiff", "-summaries", *summaries,
+                     "-spmi_location", tmp_path / "out")
+    assert (tmp_path / "out" / "metricdiff_summary.1.md").is_file()
+    assert (tmp_path / "out" / "metricdiff_short_summary.1.md").is_file()
+    wrong = run_cli("summarize", "-summary_type", "memdiff", "-summaries", *summaries,
+                    "-output_long_summary_path", tmp_path / "x.md")
+    assert_one_line_error(wrong, "not memdiff")

@@ -465,3 +465,14 @@ def test_unchanged_diff_columns_are_summed_once():
     result = model.aggregate_table("a.mch", parsed, list(parsed.metric_names), model.BYTES_ALLOCATED)
     assert result.total("InlineCount") == model.Totals(38, 38)
     assert result.total("PerfScore").base == 5.0 * 19 and result.kinds["PerfScore"] == "float"
+
+
+def test_pipeline_knows_the_metricdiff_type():
+    from spmi.pipeline import common as pipeline
+    parsed = pipeline.parse_result_name("superpmi_metricdiff_summary_linux_arm64.json")
+    assert parsed is not None and (parsed.type_name, parsed.target_os, parsed.target_arch) == \
+        ("metricdiff", "linux", "arm64")
+    assert pipeline.overall_summary_name("metricdiff", "linux", "x64") == "3_overall_metricdiff_summary_linux_x64.md"
+    assert [t.name for t in pipeline.expand_types("metricdiff")] == ["metricdiff"]
+    assert [t.name for t in pipeline.expand_types("all")] == ["asmdiffs", "tpdiff", "memdiff"]
+    assert pipeline.DIFF_TYPES["metricdiff"].flavour == "release"

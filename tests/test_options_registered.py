@@ -24,7 +24,8 @@ PACKAGE = ROOT / "spmi"
 
 # The least each command needs to parse (its required options).
 MINIMAL_ARGS: Dict[str, List[str]] = {
-    "replay": [], "asmdiffs": [], "tpdiff": [], "memdiff": [], "download": [], "list-collections": [], "collect": [],
+    "replay": [], "asmdiffs": [], "tpdiff": [], "memdiff": [], "metricdiff": [], "download": [], "list-collections": [],
+    "collect": [],
     "summarize": ["-summary_type", "asmdiffs", "-summaries", "a.json"],
     "upload": ["-mch_files", "a.mch"], "upload-private": ["-mch_files", "a.mch"],
     "merge-mch": ["-output_mch_path", "out.mch", "-pattern", "*.mch"],

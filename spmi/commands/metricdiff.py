@@ -1,4 +1,4 @@
-"""`superpmi.py tpdiff` and `superpmi.py memdiff` (docs/contracts.md §10, §12.6, §12.7, §12.11, §12.12).
+"""`superpmi.py tpdiff`, `memdiff` and `metricdiff` (docs/contracts.md §10, §12.6, §12.7, §12.11, §12.12, §12.12a).
 
 Both replay every collection in diff mode through a baseline and a diff release
 JIT, read the details CSV and diff metrics per collection:
@@ -7,7 +7,8 @@ JIT, read the details CSV and diff metrics per collection:
   (`pin -follow_execv -t <pintool> -quiet -- superpmi …`, `JitReportMetrics=0` forced);
 * memdiff — every JIT metric (`JitReportMetrics=1` forced), focused on
   `BytesAllocated` (or `-metric NAME`), with a gate: exit 2 when a collection's
-  Overall or FullOpts `BytesAllocated` grows by at least `-memdiff_threshold` %.
+  Overall or FullOpts `BytesAllocated` grows by at least `-memdiff_threshold` %;
+* metricdiff — the general form: every JIT metric, no focus required, no gate.
 
 Exit codes: 0 ok; 1 a replay without usable data (-1, -2, crash, timeout), no results
 at all, or an error; 2 memdiff gate crossed (only when nothing failed).
@@ -27,7 +28,7 @@ from spmi.base.errors import SuiteError
 from spmi.formats import details
 from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
-from spmi.reports.metric_model import BYTES_ALLOCATED, INSTRUCTIONS, MEMDIFF, TPDIFF, MetricDiffRun
+from spmi.reports.metric_model import BYTES_ALLOCATED, INSTRUCTIONS, MEMDIFF, METRICDIFF, TPDIFF, MetricDiffRun
 from spmi.sources import baseline, mch_sources
 from spmi.steps import jit_pair, replay_steps
 from spmi.tools import jit_build, superpmi_tool
@@ -83,6 +84,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mem.add_argument("-metric", metavar="NAME",
                      help="metric to focus on instead of BytesAllocated (any Base X/Diff X column, e.g. PerfScore)")
     mem.set_defaults(func=run_memdiff)
+    general = _add_command(subparsers, METRICDIFF, "measure JIT metric differences for every metric in the "
+                                                   "details CSV",
+                           "Diff every JIT metric the base and diff JITs report (every Base X/Diff X column of "
+                           "the details CSV, such as memory allocations, code size or CSE counts) while replaying "
+                           "collections.")
+    general.add_argument("-metric", metavar="NAME",
+                         help="metric whose per-context top lists the long summary shows (default BytesAllocated "
+                              "when reported, else none)")
+    general.set_defaults(func=run_metricdiff)
 
 
 def report_metrics_option(enabled: bool) -> str:
@@ -179,12 +189,13 @@ class MetricJob:
 
     @property
     def report_metrics(self) -> bool:
-        return self.kind == MEMDIFF
+        return self.kind in (MEMDIFF, METRICDIFF)
 
 
 @dataclass(frozen=True)
 class KindOptions:
-    """The options only one of the two commands has: tpdiff's PIN, memdiff's focus and threshold."""
+    """The options only some of the commands have: tpdiff's PIN, memdiff's and metricdiff's focus,
+    memdiff's threshold."""
 
     kind: str
     focus: str
@@ -199,6 +210,10 @@ def run_tpdiff(args: argparse.Namespace) -> int:
 def run_memdiff(args: argparse.Namespace) -> int:
     return run_metric_command(args, KindOptions(MEMDIFF, args.metric or BYTES_ALLOCATED,
                                                 threshold=args.memdiff_threshold))
+
+
+def run_metricdiff(args: argparse.Namespace) -> int:
+    return run_metric_command(args, KindOptions(METRICDIFF, args.metric or BYTES_ALLOCATED))
 
 
 def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
@@ -216,7 +231,7 @@ def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
     if kind == TPDIFF:
         run.base_build, run.diff_build = build_record(job.base_jit), build_record(job.diff_jit)
         log_build_warnings(run.base_build, run.diff_build)
-    else:
+    elif kind == MEMDIFF:
         run.threshold = chosen.threshold
     run.repro = repro_template(job.invocation, job.base_jit, job.diff_jit, job.jit_options, job.report_metrics,
                                job.pin, settings.host_os)
@@ -266,6 +281,8 @@ def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRu
         return
     if job.kind == TPDIFF:
         diff_throughput(job, mch, digest, run)
+    elif job.kind == METRICDIFF:
+        diff_all_metrics(job.focus, mch, digest, run)
     else:
         diff_memory(job.focus, mch, digest, run)
 
@@ -411,6 +428,24 @@ def check_metrics_reported(data: Union[model.MetricDigest, details.DetailsTable]
 def diff_memory(focus: str, mch: Path, digest: model.MetricDigest, run: MetricDiffRun) -> None:
     check_metrics_reported(digest, focus, mch.name)
     result = digest.result()
+    for line in report.memdiff_console_lines(result):
+        log.info("%s", line)
+    run.collections.append(result)
+
+
+def diff_all_metrics(focus: str, mch: Path, digest: model.MetricDigest, run: MetricDiffRun) -> None:
+    """metricdiff (§12.12a): every reported metric; the focus only chooses the example rows
+    (the digest kept top candidates of the focus only when the CSV has it)."""
+    metrics = list(digest.metrics or [])
+    if not metrics:
+        raise SuiteError(f"the JITs do not report metrics: {mch.name} has no 'Base X'/'Diff X' metric columns; "
+                         "metricdiff needs JITs (and a superpmi) that support JitReportMetrics=1")
+    if focus not in metrics and focus != BYTES_ALLOCATED:
+        raise SuiteError(f"-metric {focus}: {mch.name} has no 'Base {focus}'/'Diff {focus}' columns "
+                         f"(metrics reported: {', '.join(metrics)})")
+    result = digest.result()
+    if focus not in metrics:
+        result.examples = []
     for line in report.memdiff_console_lines(result):
         log.info("%s", line)
     run.collections.append(result)

@@ -1,6 +1,6 @@
 """`superpmi.py summarize`: merge JSON summaries into markdown (docs/contracts.md §12.13).
 
-`summarize -summary_type asmdiffs|tpdiff|memdiff -summaries <json>… [-output_long_summary_path f]`
+`summarize -summary_type asmdiffs|tpdiff|memdiff|metricdiff -summaries <json>… [-output_long_summary_path f]`
 merges several `--summary_as_json` outputs (collections sorted by name) and writes the
 long and short markdown exactly as a single run would. Without an output path the files
 go to `spmi_location` under the usual unique names (`<prefix>_summary[.N].md`,
@@ -30,16 +30,16 @@ from spmi.steps import html_step, outputs
 
 log = logging.getLogger("superpmi")
 
-SUMMARY_TYPES = ("asmdiffs", "tpdiff", "memdiff")
+SUMMARY_TYPES = ("asmdiffs", "tpdiff", "memdiff", "metricdiff")
 #: file-name prefix per summary type (asmdiffs writes diff_summary.md)
-FILE_PREFIX = {"asmdiffs": "diff", "tpdiff": "tpdiff", "memdiff": "memdiff"}
+FILE_PREFIX = {"asmdiffs": "diff", "tpdiff": "tpdiff", "memdiff": "memdiff", "metricdiff": "metricdiff"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "summarize", parents=[config.common_options()],
         help="merge JSON summaries (--summary_as_json) into long and short markdown",
-        description="Merge asmdiffs/tpdiff/memdiff JSON summaries (collections sorted by name) and write "
+        description="Merge asmdiffs/tpdiff/memdiff/metricdiff JSON summaries (collections sorted by name) and write "
                     "the long and short markdown summaries a single run would write.")
     parser.add_argument("-summary_type", required=True, choices=SUMMARY_TYPES, help="kind of the summaries")
     parser.add_argument("-summaries", required=True, nargs="+", metavar="JSON", help="JSON summaries to merge")
@@ -104,7 +104,7 @@ def merge_asmdiffs(documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> MergedSu
     summaries = []
     for path, data in documents:
         found = data.get("summary_type", data.get("kind"))
-        if found in ("tpdiff", "memdiff"):
+        if found in ("tpdiff", "memdiff", "metricdiff"):
             raise SuiteError(f"summary '{path}' is a {found} summary, not asmdiffs; pass -summary_type to match")
         try:
             summaries.append(asm_summaries.as_summary(data, str(path)))

@@ -159,14 +159,20 @@ DIFF_TYPES: Dict[str, DiffType] = {
                         "The following shows the impact on memory in terms of bytes allocated by the JIT. "
                         "Negative percentages/lower numbers are better.",
                         "No memory diffs found", False, gate_exit=2),
+    "metricdiff": DiffType("metricdiff", "release", "metricdiff", 3, "JIT metric impact on {platform} {arch}",
+                           "The following shows the impact on every metric the JIT reports (sums over the "
+                           "contexts both JITs compiled); for most metrics lower numbers are better.",
+                           "No metric diffs found", False),
 }
-TYPE_CHOICES = ("asmdiffs", "tpdiff", "memdiff", "all")
+#: what `-type all` runs, in pipeline (tab) order; metricdiff is asked for by name
+ALL_TYPES = ("asmdiffs", "tpdiff", "memdiff")
+TYPE_CHOICES = ("asmdiffs", "tpdiff", "memdiff", "metricdiff", "all")
 
 
 def expand_types(type_name: str) -> List[DiffType]:
     """`all` means every type, in pipeline order."""
     if type_name == "all":
-        return sorted(DIFF_TYPES.values(), key=lambda t: t.order)
+        return [DIFF_TYPES[name] for name in ALL_TYPES]
     try:
         return [DIFF_TYPES[type_name]]
     except KeyError:
@@ -327,8 +333,8 @@ def overall_summary_name(type_name: str, platform: str, arch: str, short: bool =
 
 
 _PART_RE = r"(?:\.part(\d+)of(\d+))?"
-_RESULT_NAME_RE = re.compile(r"^superpmi_(asmdiffs|tpdiff|memdiff)_summary_(.*)_(.*?)" + _PART_RE + r"\.(md|json)$",
-                             re.IGNORECASE)
+_RESULT_NAME_RE = re.compile(r"^superpmi_(asmdiffs|tpdiff|memdiff|metricdiff)_summary_(.*)_(.*?)" + _PART_RE
+                             + r"\.(md|json)$", re.IGNORECASE)
 _REPORT_NAME_RE = re.compile(r"^superpmi_(asmdiffs|tpdiff|memdiff)_report_(.*)_(.*?)" + _PART_RE + r"\.html$",
                              re.IGNORECASE)
 _STATUS_NAME_RE = re.compile(r"^superpmi_status_(.*)_(.*?)" + _PART_RE + r"\.json$", re.IGNORECASE)

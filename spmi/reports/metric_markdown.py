@@ -364,9 +364,47 @@ def render_memdiff(run: MetricDiffRun, long: bool, direction_of: DirectionOf) ->
     return text
 
 
+# ---------------------------------------------------------------- metricdiff (§12.12a)
+
+def metricdiff_significant_metrics(run: MetricDiffRun) -> List[str]:
+    """Every metric (first-seen order) that is significant in some collection."""
+    return [m for m in run.all_metrics() if any(c.has_metric(m) and c.total(m).significant for c in run.collections)]
+
+
+def metrics_without_diffs(run: MetricDiffRun) -> str:
+    """The long file's `D(Metrics with no diffs)`: the metrics no collection changed significantly."""
+    significant = set(metricdiff_significant_metrics(run))
+    quiet = [m for m in run.all_metrics() if m not in significant]
+    if not quiet:
+        return ""
+    return details_section("Metrics with no diffs", ", ".join(quiet))
+
+
+def render_metricdiff(run: MetricDiffRun, long: bool, direction_of: DirectionOf) -> str:
+    """`metricdiff_summary.md` (long) or `metricdiff_short_summary.md` (short)."""
+    significant = metricdiff_significant_metrics(run)
+    if not long and not significant:
+        return ""
+    text = failure_lines(run) + options_lines(run.base_jit_options, run.diff_jit_options)
+    for metric in significant:
+        text += memdiff_pivot(run, metric, direction_of(metric))
+    if long:
+        if not significant:
+            text += "No significant metric differences found\n"
+        text += metrics_without_diffs(run)
+        if run.focus and any(c.has_metric(run.focus) for c in run.collections):
+            examples = top_tables(run, by_delta=True, delta_label="absolute delta",
+                                  direction=direction_of(run.focus))
+            text += examples + (repro_line(run) if examples else "")
+            text += memdiff_details(run, direction_of)
+    return text
+
+
 def render(run: MetricDiffRun, long: bool, direction_of: DirectionOf) -> str:
     if run.kind == "tpdiff":
         return render_tpdiff(run, long)
+    if run.kind == "metricdiff":
+        return render_metricdiff(run, long, direction_of)
     return render_memdiff(run, long, direction_of)
 
 

@@ -5,7 +5,8 @@ totals (Overall / MinOpts / FullOpts for every metric), the example contexts a
 summary shows and a JSON-ready `MetricDiffRun` come out (docs/contracts.md §12.11–§12.13).
 
 tpdiff is the metric diff of the `instructions` column (counted by PIN);
-memdiff diffs every discovered metric and focuses on `BytesAllocated`.
+memdiff diffs every discovered metric and focuses on `BytesAllocated`; metricdiff
+(§12.12a) diffs every discovered metric with no focus of its own.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ TOP_COUNT = 20
 #: tpdiff example rows need at least this many instructions of change (§12.11)
 TPDIFF_MIN_EXAMPLE_DELTA = 50
 SUMMARY_VERSION = 1
-TPDIFF, MEMDIFF = "tpdiff", "memdiff"
+TPDIFF, MEMDIFF, METRICDIFF = "tpdiff", "memdiff", "metricdiff"
 
 
 # ---------------------------------------------------------------- input rows
