@@ -252,3 +252,60 @@ def test_huge_diff_set_fits_both_budgets(tmp_path: Path) -> None:
     assert "to stay within 65,536 characters;" in short_text
     check_kept(short_text)
     assert len((tmp_path / "short_step_summary.md").read_text(encoding="utf-8")) < 65_536
+
+
+# ---------------------------------------------------------------- headline tables (tpdiff, memdiff)
+
+def metric_run_json(kind: str, focus: str, collections: dict) -> str:
+    from spmi.reports import metric_model as mm
+    results = []
+    for name, (base, diff) in collections.items():
+        totals = {focus: {row: mm.Totals(base, diff) for row in mm.ROWS}}
+        results.append(mm.CollectionResult(name, [focus], {focus: "int"}, totals,
+                                           {"Overall": 10, "MinOpts": 4, "FullOpts": 6},
+                                           mm.SideCounts(10), mm.SideCounts(10)))
+    return json.dumps(mm.run_to_json(mm.MetricDiffRun(kind=kind, focus=focus, collections=results)))
+
+
+def visible_part(text: str) -> str:
+    """The text outside every collapsed <details> block."""
+    out, depth = [], 0
+    for line in text.splitlines():
+        depth += line.count("<details>")
+        if depth == 0:
+            out.append(line)
+        depth -= line.count("</details>")
+    return "\n".join(out)
+
+
+def test_tpdiff_and_memdiff_pages_open_with_one_headline_table_in_platform_order(tmp_path: Path) -> None:
+    for kind, focus in (("tpdiff", "instructions"), ("memdiff", "BytesAllocated")):
+        (tmp_path / f"superpmi_{kind}_summary_linux_x64.json").write_text(metric_run_json(
+            kind, focus, {"aspnet.mch": (1000, 1001), "libraries.mch": (2000, 1900)}))
+        (tmp_path / f"superpmi_{kind}_summary_linux_x64.md").write_text(f"{kind} linux x64 body")
+        (tmp_path / f"superpmi_{kind}_summary_windows_x64.json").write_text(metric_run_json(
+            kind, focus, {"aspnet.mch": (500, 800)}))
+        (tmp_path / f"superpmi_{kind}_summary_windows_x64.md").write_text(f"{kind} windows x64 body")
+    for platform in ("linux_x64", "windows_x64"):
+        (tmp_path / f"superpmi_asmdiffs_summary_{platform}.md").write_text("asm body")
+    proc = subprocess.run([sys.executable, str(REPO / "superpmi_asmdiffs_summarize.py"), "-diff_summary_dir",
+                           str(tmp_path), "-arch", "x64", "-platform", "linux", "-type", "all"],
+                          capture_output=True, text=True, timeout=60, env=without_ci_variables())
+    assert proc.returncode == 0, proc.stderr
+    orders = []
+    for kind, label in (("tpdiff", "instructions executed in the JIT"), ("memdiff", "bytes allocated by the JIT")):
+        text = (tmp_path / pipeline.overall_summary_name(kind, "linux", "x64")).read_text()
+        shown = visible_part(text)
+        assert f"**{label}, by platform and collection**" in shown
+        rows = [line for line in shown.splitlines() if line.startswith("|") and ".mch|" in line]
+        # sorted by absolute PDIFF: +60% (windows), -5% (libraries), +0.10% (aspnet)
+        assert [r.split("|")[1:3] for r in rows] == [["windows x64", "aspnet.mch"], ["linux x64", "libraries.mch"],
+                                                       ["linux x64", "aspnet.mch"]]
+        assert "|500|800|+300|" in rows[0] and "-100|" in rows[1]
+        assert "significant when its PDIFF, rounded to two decimals, is not 0.00%" in shown
+        orders.append([line[3:] for line in text.splitlines() if line.startswith("## ")])
+    asm = (tmp_path / pipeline.overall_summary_name("asmdiffs", "linux", "x64")).read_text()
+    orders.append([line[3:] for line in asm.splitlines() if line.startswith("## ")])
+    assert orders[0] == orders[1] == orders[2]
+    # platforms with results first, then the missing ones, each in the host queue's partition order
+    assert orders[0][:3] == ["windows x64", "linux x64", "windows arm64"]

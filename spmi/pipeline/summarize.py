@@ -17,9 +17,11 @@ from urllib.parse import quote
 from spmi.base import cioutput, fsutil, platforms
 from spmi.base.errors import SuiteError
 from spmi.base.untrusted import code_block, escape_html_inline, escape_md_inline, neutralize_commands, sanitize_markdown
+from spmi.formats import details
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.common import DiffType, Part
-from spmi.reports import asm_overall, summaries
+from spmi.reports import asm_overall, metric_model, summaries
+from spmi.reports import metric_markdown as metric_report
 from spmi.reports import pipeline_markdown as md
 
 log = logging.getLogger("superpmi")
@@ -291,7 +293,7 @@ def merge_parts(state: PlatformState, entry: PlatformFiles,
                 load_summary: Optional[Callable[[str, str], object]]) -> None:
     """A target spread over several work items, as one platform: the parts' JSON summaries
     merged into what one work item for all the collections writes (asmdiffs: the summary;
-    tpdiff/memdiff: the markdown rendered from the merged runs). A part that left nothing
+    tpdiff/memdiff/metricdiff: the merged run and the markdown rendered from it). A part that left nothing
     (or whose work item failed) shows as that part's problem; the others are still summarized."""
     summaries: List[object] = []
     documents: List[Dict[str, object]] = []
@@ -316,13 +318,28 @@ def merge_parts(state: PlatformState, entry: PlatformFiles,
             state.problems.append(f"{part.label}: the work item left no summary")
     state.status = next((s for s in state.part_statuses if s.get("steps")), None)
     if summaries:
-        from spmi.reports import asm_model
-        state.summary = asm_model.combine_partitions(summaries)  # type: ignore[arg-type]
+        combine_summaries(state, summaries)
     elif documents:
         try:
             state.markdown = render_metric_documents(documents)
         except (ValueError, KeyError, TypeError) as exc:
             state.problems.append(f"cannot merge the work items' summaries ({exc})")
+
+
+def combine_summaries(state: PlatformState, summaries: Sequence[object]) -> None:
+    """The parts' loaded summaries as one: asmdiffs summaries combined, metric diff runs merged
+    (and their long markdown rendered, as one work item writes it)."""
+    if all(isinstance(summary, metric_model.MetricDiffRun) for summary in summaries):
+        try:
+            run = metric_model.merge_runs(summaries)  # type: ignore[arg-type]
+            state.markdown = metric_report.render(run, True, details.metric_direction)
+        except (ValueError, KeyError, TypeError) as exc:
+            state.problems.append(f"cannot merge the work items' summaries ({exc})")
+            return
+        state.summary = run
+        return
+    from spmi.reports import asm_model
+    state.summary = asm_model.combine_partitions(summaries)  # type: ignore[arg-type]
 
 
 def metric_document(files: PlatformFiles) -> Optional[Dict[str, object]]:
@@ -337,11 +354,17 @@ def metric_document(files: PlatformFiles) -> Optional[Dict[str, object]]:
 
 
 def render_metric_documents(documents: Sequence[Mapping[str, object]]) -> str:
-    """The long markdown a tpdiff/memdiff work item writes for the merged runs."""
-    from spmi.formats import details
-    from spmi.reports import metric_markdown, metric_model
+    """The long markdown a tpdiff/memdiff/metricdiff work item writes for the merged runs."""
     run = metric_model.merge_runs([metric_model.run_from_json(document) for document in documents])
-    return metric_markdown.render(run, True, details.metric_direction)
+    return metric_report.render(run, True, details.metric_direction)
+
+
+def load_metric_summary(text: str, source: str) -> object:
+    """A tpdiff/memdiff/metricdiff JSON summary (for the headline table); SuiteError when unreadable."""
+    try:
+        return metric_model.run_from_json(json.loads(text))
+    except ValueError as exc:
+        raise SuiteError(f"{source}: not a metric diff JSON summary ({exc})") from None
 
 
 def title_for(diff_type: DiffType, platform: str, arch: str) -> str:
@@ -406,6 +429,9 @@ def render_asmdiffs(states: Sequence[PlatformState], title: str, budget: int, sh
         nothing = DIFF_NOTHING["asmdiffs"] + "\n\n---\n\n"
         return head + nothing + tail
     merged = summaries.merge_summaries([s.summary for s in with_summary])  # type: ignore[misc]
+    order = [(s.target_os, s.target_arch) for s in states]  # the same platform order on every overall page
+    merged.platforms.sort(key=lambda p: order.index((p.target_os, p.target_arch))
+                          if (p.target_os, p.target_arch) in order else len(order))
     measure = md.char_size if short else md.utf8_size
     room = max(1024, budget - measure(head) - measure(tail))
     body = asm_overall.render_overall(merged, room, artifact=artifact, short=short, title="")
@@ -420,6 +446,8 @@ def render_metric_type(states: Sequence[PlatformState], diff_type: DiffType, tit
     """tpdiff/memdiff (§12.16): heading, sentence, each platform's markdown; sections drop to fit."""
     measure = md.char_size if short else md.utf8_size
     head = f"# {title}\n\n" + (diff_type.intro + "\n\n" if diff_type.intro else "") + pipeline_box(states)
+    runs = [(s.label, s.summary) for s in states if s.summary is not None]
+    head += metric_report.headline_table(runs, details.metric_direction)  # type: ignore[arg-type]
     sections = [md.Section(head)]
     present = [s for s in states if s.markdown is not None]
     if not present:
@@ -551,10 +579,12 @@ def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: str, args: argparse.Namespace,
                    environ: Mapping[str, str]) -> None:
     """Write, print and announce the overall summary of one diff type."""
-    load_summary = None
+    load_summary: Callable[[str, str], object]
     if diff_type.name == "asmdiffs":
         from spmi.reports import asm_model
         load_summary = asm_model.AsmDiffsSummary.from_json
+    else:
+        load_summary = load_metric_summary
     states = build_states(gather_files(directory, diff_type.name), expected_platforms(arch), load_summary,
                           diff_type.name)
     artifact = args.artifact_name or DEFAULT_ARTIFACT

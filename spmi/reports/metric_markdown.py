@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from spmi.base.untrusted import escape_md_inline
 from spmi.reports.metric_model import (
@@ -364,6 +364,40 @@ def render_memdiff(run: MetricDiffRun, long: bool, direction_of: DirectionOf) ->
     return text
 
 
+# ---------------------------------------------------------------- overall pages (several platforms)
+
+SIGNIFICANCE_RULE = ("A change is significant when its PDIFF, rounded to two decimals, is not 0.00% (with a base of 0: "
+                     "when the diff is not 0); each platform's tables below list only significant collections.")
+HEADLINE_LABELS = {"instructions": "instructions executed in the JIT", BYTES_ALLOCATED: "bytes allocated by the JIT"}
+
+
+def headline_rows(runs: Sequence[Tuple[str, MetricDiffRun]]) -> List[Tuple[str, CollectionResult, Totals]]:
+    """(platform, collection, Overall totals of the run's focus metric), largest absolute PDIFF first."""
+    rows = [(platform, c, c.total(run.focus)) for platform, run in runs for c in run.collections
+            if run.focus and c.has_metric(run.focus)]
+    return sorted(rows, key=lambda r: (-abs(r[2].pct), -abs(r[2].diff - r[2].base), r[0], r[1].name))
+
+
+def headline_table(runs: Sequence[Tuple[str, MetricDiffRun]], direction_of: DirectionOf) -> str:
+    """Every platform and collection in one table, never collapsed: the focus metric's base, diff,
+    delta and PDIFF (Overall), sorted by absolute change, then the significance rule."""
+    rows = headline_rows(runs)
+    if not rows:
+        return ""
+    focus = next(run.focus for _, run in runs if run.focus)
+    direction = direction_of(focus) if focus != "instructions" else LOWER
+    kind = "float" if any(c.kinds.get(focus) == "float" for _, c, _ in rows) else "int"
+    text = (f"**{HEADLINE_LABELS.get(focus, focus)}, by platform and collection** (Overall, largest absolute change "
+            "first):\n\n|Platform|Collection|Base|Diff|Delta|PDIFF|\n|---|---|--:|--:|--:|--:|\n")
+    for platform, collection, totals in rows:
+        delta = totals.diff - totals.base
+        sign = "+" if delta > 0 else ""
+        text += (f"|{table_cell(platform)}|{table_cell(collection.name)}|{fmt_value(totals.base, kind)}|"
+                 f"{fmt_value(totals.diff, kind)}|{sign}{fmt_value(delta, kind)}|"
+                 f"{fmt_pct(totals.pct, direction=direction)}|\n")
+    return text + "\n" + SIGNIFICANCE_RULE + "\n\n"
+
+
 # ---------------------------------------------------------------- metricdiff (§12.12a)
 
 def metricdiff_significant_metrics(run: MetricDiffRun) -> List[str]:
@@ -408,7 +442,7 @@ def render(run: MetricDiffRun, long: bool, direction_of: DirectionOf) -> str:
     return render_memdiff(run, long, direction_of)
 
 
-__all__ = ["color", "fmt_int", "fmt_value", "fmt_pct", "details_section", "options_lines", "range_title",
+__all__ = ["headline_table", "headline_rows", "SIGNIFICANCE_RULE", "render_metricdiff", "color", "fmt_int", "fmt_value", "fmt_pct", "details_section", "options_lines", "range_title",
            "tpdiff_console_lines", "memdiff_console_lines", "render_tpdiff", "render_memdiff", "render",
            "gate_breaches", "gate_headline", "gate_rule", "GateBreach", "is_significant", "pct_change",
            "TPDIFF_MIN_EXAMPLE_DELTA", "DEFAULT_THRESHOLD"]
