@@ -20,7 +20,7 @@ import logging
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from spmi.analyzer import cli as analyzer_cli
 from spmi.base import config, fsutil, platforms, runner
@@ -131,6 +131,7 @@ class CollectionDiff:
     asm_dir: Optional[Path] = None
     aggregates: Optional["asm_model.CollectionAggregates"] = None
     metric_sums: Dict[str, List[float]] = field(default_factory=dict)  # DetailsDigest.metric_sums
+    missing_only: Set[int] = field(default_factory=set)  # DetailsDigest.missing_only
     pick: Optional["asm_analysis.ContextPick"] = None
     examples: List["asm_model.ExampleDiff"] = field(default_factory=list)
     analyze_markdown: str = ""
@@ -221,7 +222,8 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
     log.info("Invoking: %s", runner.format_command(argv, job.settings.host_os))
     timeout = job.options.run_timeout()
     run = superpmi_tool.run_superpmi(argv, job.core_root, timeout)
-    digest, problem = load_digest(files.details_csv, run)
+    # the failing contexts, so that the digest notes which of them only missed data
+    digest, problem = load_digest(files.details_csv, run, superpmi_tool.read_mcl(files.fail_mcl))
     counts = None
     if digest is not None:
         counts = superpmi_tool.ContextCounts(digest.rows, digest.either_misses, digest.base_misses,
@@ -232,7 +234,8 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
                                       timeout_flag=job.options.timeout_flag(timeout))
     table = digest.diff_table() if digest is not None else None
     result = CollectionDiff(mch, outcome, table, problem, aggregates=digest.aggregates if digest else None,
-                            metric_sums=digest.metric_sums if digest else {})
+                            metric_sums=digest.metric_sums if digest else {},
+                            missing_only=digest.missing_only if digest else set())
     if problem:
         (log.error if not outcome.failed else log.warning)("%s", problem)
     if outcome.verdict.kind is superpmi_tool.ResultKind.FAILURES and job.options.produce_repro:
@@ -246,10 +249,11 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
     return result
 
 
-def load_digest(path: Path, run: superpmi_tool.SuperpmiRun) -> Tuple[Optional[asm_analysis.DetailsDigest], str]:
-    """The details CSV read once (aggregates, counts, diff-list rows), or None with a reason:
-    missing/malformed fail the collection, header-only is "no data"."""
-    digest = asm_analysis.DetailsDigest()
+def load_digest(path: Path, run: superpmi_tool.SuperpmiRun,
+                failing: Sequence[int] = ()) -> Tuple[Optional[asm_analysis.DetailsDigest], str]:
+    """The details CSV read once (aggregates, counts, diff-list rows, which `failing` contexts only
+    missed data), or None with a reason: missing/malformed fail the collection, header-only is "no data"."""
+    digest = asm_analysis.DetailsDigest(failing)
     try:
         details.stream_details_csv(path, digest.add, metrics=ANALYSED_METRICS)
         return digest, ""
@@ -457,7 +461,13 @@ def collection_report(job: Job, result: CollectionDiff) -> "asm_model.Collection
                                    aggregates=result.aggregates or asm_model.CollectionAggregates(),
                                    examples=list(result.examples), jit_analyze_markdown=result.analyze_markdown,
                                    status=status, asserts=groups, repro_commands=failure_repro_commands(job, result),
-                                   diff_rows=html_build.diff_rows_of(result.table) if result.table else asm_model.DiffRows())
+                                   diff_rows=html_build.diff_rows_of(result.table) if result.table else asm_model.DiffRows(),
+                                   failing_contexts=reproducible_failures(result))
+
+
+def reproducible_failures(result: CollectionDiff) -> List[int]:
+    """The failing contexts worth a repro: a MISSING context (no data recorded) reproduces nothing."""
+    return asm_analysis.without_missing(result.outcome.failing_contexts, result.missing_only)
 
 
 def failure_repro_commands(job: Job, result: CollectionDiff) -> List[str]:
@@ -469,7 +479,7 @@ def failure_repro_commands(job: Job, result: CollectionDiff) -> List[str]:
     return [runner.format_command(steps.context_repro_argv(job.invocation, job.base_jit, job.diff_jit, result.mch,
                                                            context, job.jit_options),
                                    job.settings.host_os)
-            for context in outcome.failing_contexts]
+            for context in reproducible_failures(result)]
 
 
 def build_summary(job: Job, results: Sequence[CollectionDiff], collections: Sequence[Path]) -> "asm_model.AsmDiffsSummary":

@@ -166,6 +166,22 @@ def repro_command(target_os: str, target_arch: str, diff_type: DiffType, baselin
     return " ".join(argv)
 
 
+def context_repro_command(target_os: str, target_arch: str, diff_type: DiffType, baseline_hash: Optional[str],
+                          base_jit_options: Sequence[str], diff_jit_options: Sequence[str], collection: str,
+                          context: int) -> str:
+    """One context of one collection, run in an enlistment: `-filter <collection> -c <N>` added."""
+    name = collection[:-len(".mch")] if collection.lower().endswith(".mch") else collection
+    head = repro_command(target_os, target_arch, diff_type, None, (), ())
+    argv = [head, "-filter", name, "-c", str(context)]
+    if baseline_hash:
+        argv += ["-base_git_hash", baseline_hash]
+    for option in base_jit_options:
+        argv += ["-base_jit_option", option]
+    for option in diff_jit_options:
+        argv += ["-diff_jit_option", option]
+    return " ".join(argv)
+
+
 def tool_environment(payload: Path, environ: Mapping[str, str]) -> Dict[str, str]:
     """`<payload>/jit-analyze` and `<payload>/git/cmd` go first on PATH when present."""
     env = dict(environ)
@@ -329,25 +345,31 @@ def run_diff_type(cfg: DriverConfig, diff_type: DiffType, env: Mapping[str, str]
 
 
 def annotate_asmdiffs_summary(path: Path, cfg: DriverConfig, baseline_hash: Optional[str]) -> None:
-    """Replace the payload-specific repro line by one a developer runs in an enlistment,
-    and record the baseline hash (asmdiffs only saw `-base_jit_path`)."""
+    """Replace the payload-specific repro lines (the run's, the failures', the examples') by ones a
+    developer runs in an enlistment, and record the baseline hash (asmdiffs only saw `-base_jit_path`)."""
     try:
         from spmi.reports import asm_model
         summary = asm_model.AsmDiffsSummary.from_json(path.read_text(encoding="utf-8"), str(path))
     except (ImportError, SuiteError, OSError) as exc:
         log.warning("Warning: cannot annotate %s: %s", path.name, exc)
         return
-    summary.repro_command = repro_command(cfg.target_os, cfg.target_arch, pipeline.DIFF_TYPES["asmdiffs"],
+    asmdiffs = pipeline.DIFF_TYPES["asmdiffs"]
+    summary.repro_command = repro_command(cfg.target_os, cfg.target_arch, asmdiffs,
                                           baseline_hash, cfg.base_jit_options, cfg.diff_jit_options)
+
+    def for_context(collection: str, context: int) -> str:
+        return context_repro_command(cfg.target_os, cfg.target_arch, asmdiffs, baseline_hash,
+                                     cfg.base_jit_options, cfg.diff_jit_options, collection, context)
+
+    for collection in summary.collections:  # the work item's paths mean nothing on a developer's machine
+        collection.repro_commands = [for_context(collection.name, c) for c in collection.failing_contexts]
+        for example in collection.examples:
+            example.repro_command = for_context(collection.name, example.context)
     if baseline_hash:
         summary.baseline = f"{baseline_hash} (rolling build used by the pipeline)"
     payload_relative = PayloadPaths(cfg.payload, cfg.host_os)
     summary.base_jit_path = payload_relative(summary.base_jit_path)
     summary.diff_jit_path = payload_relative(summary.diff_jit_path)
-    for collection in summary.collections:
-        collection.repro_commands = [payload_relative(command) for command in collection.repro_commands]
-        for example in collection.examples:
-            example.repro_command = payload_relative(example.repro_command)
     fsutil.atomic_write_text(path, summary.to_json())
 
 

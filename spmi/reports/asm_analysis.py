@@ -5,15 +5,16 @@ Pure functions over a `details.DetailsTable`; no processes, no files.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from array import array
+from dataclasses import dataclass, field
 from functools import reduce
 from itertools import compress, repeat
 from operator import add, and_, eq, truediv
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Container, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from spmi.formats.details import (
     CODE_BYTES,
+    ERROR,
     MISS,
     PERFSCORE,
     SUCCESS,
@@ -114,8 +115,12 @@ class DetailsDigest:
     whole table: sums are accumulated in file order, as the row-by-row loop does.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, watched: Iterable[int] = ()) -> None:
         self.aggregates = CollectionAggregates()
+        #: of the `watched` contexts (the failing ones), those that only missed data: a Miss and no
+        #: Error on either side (a repro of them reproduces nothing)
+        self.watched: Set[int] = set(watched)
+        self.missing_only: Set[int] = set()
         self.rows = 0
         self.base_misses = 0
         self.diff_misses = 0
@@ -133,8 +138,10 @@ class DetailsDigest:
         diff_miss = bytes(map(eq, c.diff_result, repeat(MISS)))
         self.base_misses += base_miss.count(1)
         self.diff_misses += diff_miss.count(1)
-        self.either_misses += bytes(map(max, base_miss, diff_miss)).count(1) if table.is_diff_layout \
-            else base_miss.count(1)
+        either_miss = bytes(map(max, base_miss, diff_miss)) if table.is_diff_layout else base_miss
+        self.either_misses += either_miss.count(1)
+        if self.watched:
+            self._note_missing_only(table, either_miss)
         succeeded = bytes(map(and_, map(eq, c.base_result, repeat(SUCCESS)), map(eq, c.diff_result, repeat(SUCCESS))))
         columns = _aggregated_columns(table)
         _add_metric_sums(self.metric_sums, table, succeeded)
@@ -150,6 +157,12 @@ class DetailsDigest:
             self._diff_parts.append(table.subset(with_diffs))
         elif self._empty is None:
             self._empty = table.subset([])
+
+    def _note_missing_only(self, table: DetailsTable, either_miss: bytes) -> None:
+        c = table.columns
+        for i in compress(range(table.row_count), either_miss):
+            if c.context[i] in self.watched and ERROR not in (c.base_result[i], c.diff_result[i]):
+                self.missing_only.add(c.context[i])
 
     def diff_table(self) -> Optional[DetailsTable]:
         """The diff-list rows (both JITs succeeded, `Has diff`) in file order, as a table;
@@ -320,6 +333,11 @@ def take_examples(rows: Iterable[DetailsRow], wanted: int, taken_contexts: Set[i
     return picked
 
 
+def without_missing(contexts: Sequence[int], missing_only: Container[int]) -> List[int]:
+    """`contexts` minus those that only missed data (`DetailsDigest.missing_only`)."""
+    return [c for c in contexts if c not in missing_only]
+
+
 # ---------------------------------------------------------------- analyzer totals (§8.8)
 
 #: jit-analyze metric -> the details CSV columns whose sum has the same meaning (§3.2.5, §8.8).
@@ -385,7 +403,7 @@ def example_from_row(row: DetailsRow, kind: str, title: Optional[str], diff_text
 
 __all__ = [
     "ANALYZER_METRIC_COLUMNS", "ContextPick", "DetailsDigest", "EXAMPLE_COUNT", "PICK_COUNT", "aggregate_table",
-    "analyzer_totals", "diff_list", "example_from_row",
+    "analyzer_totals", "diff_list", "example_from_row", "without_missing",
     "example_order", "is_small_size_diff", "listing_title", "perfscore_log_ratio", "pick_contexts",
     "pick_metric", "relative_change", "take_examples",
 ]

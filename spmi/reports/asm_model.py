@@ -246,6 +246,7 @@ class CollectionReport:
     asserts: List[AssertGroup] = field(default_factory=list)
     repro_commands: List[str] = field(default_factory=list)  # reproduce the failures
     diff_rows: DiffRows = field(default_factory=DiffRows)
+    failing_contexts: List[int] = field(default_factory=list)  # failed contexts (MISSING ones excluded)
 
     @property
     def has_diffs(self) -> bool:
