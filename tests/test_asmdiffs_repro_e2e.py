@@ -3,7 +3,6 @@ enlistment-relative `superpmi.py asmdiffs … -filter <collection> -c <N>` comma
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
