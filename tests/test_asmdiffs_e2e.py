@@ -107,7 +107,7 @@ def test_asserts_fail_the_run_and_top_the_summary(capsys, sample_toolchain, faul
     assert "asmdiffs failed for 1 of 2 collections (asserts.mch: Compilation failures)" in last
     summary = (tmp_path / "diff_summary.md").read_text()
     assert summary.index("Replay problems") < summary.index("Diffs are based on")
-    assert "First asserts:" in summary and "asserts.mch" in summary
+    assert "Asserts (identical ones grouped):" in summary and "asserts.mch" in summary
     assert "To reproduce the failures:" in summary and "repro.asserts" in summary
 
 

@@ -443,8 +443,9 @@ def test_failures_box_comes_first_and_is_not_collapsed():
         assert "<details>" not in box
         assert ('|c.mch|<span style="color:red">failed</span>: Compilation failures (exit code 1)|3|0|' in box)
         assert '|d.mch|<span style="color:#d35400">no data</span>: details CSV not found|0|3|' in box
-        assert '|c.mch|!&quot;Jump into middle of try region&quot; (fgdiagnostic.cpp:2810)|2|242,532|35|' in box
-        assert "|c.mch|x \\| y &lt; 3 (lower.cpp:12)|1|9|4|" in box
+        assert ('|!&quot;Jump into middle of try region&quot; (fgdiagnostic.cpp:2810)|2|c.mch|242,532 (IL size 35)|'
+                '<code>superpmi -c 242532 libclrjit.so c.mch</code>|') in box
+        assert "|x \\| y &lt; 3 (lower.cpp:12)|1|c.mch|9 (IL size 4)||" in box
         assert "```\n# c.mch\nsuperpmi -c 242532 libclrjit.so c.mch\n```" in box
     assert render_short(summary).endswith("No diffs found in 4 collections (18 contexts diffed).\n")
 
@@ -595,3 +596,29 @@ def test_the_last_resort_is_a_hard_cut_that_still_fits():
     text = render_overall(huge_merged(), budget=3000, artifact="a.zip")
     assert measure_bytes(text) <= 3000
     assert text.rstrip().endswith("see the artifact `a.zip` for the full summary.")
+
+
+def test_identical_asserts_are_one_row_across_collections_and_platforms():
+    from spmi.reports import asm_markdown
+    from spmi.reports.asm_model import AssertGroup, AssertInstance, CollectionReport, ReplayStatus
+    key = "!\"bad\" (codegen.cpp:42)"
+
+    def report(name, count, context, other=False):
+        groups = [AssertGroup(key, count, [AssertInstance(context, 20)])]
+        if other:
+            groups.append(AssertGroup("x (lower.cpp:7)", 1, [AssertInstance(2, 5)]))
+        return CollectionReport(name, status=ReplayStatus(failed=True, reason="asserts"), asserts=groups,
+                                repro_commands=[f"python superpmi.py asmdiffs -filter {name} -c {context} -x"])
+
+    entries = [("linux x64", report("a.mch", 5, 11)), ("linux x64", report("b.mch", 2, 12, other=True)),
+               ("windows x64", report("a.mch", 4, 13))]
+    text = asm_markdown.failures_box(entries, show_platform=True)
+    rows = [line for line in text.splitlines() if line.startswith("|") and "codegen.cpp" in line]
+    assert len(rows) == 1
+    cells = rows[0].split("|")[1:-1]
+    assert cells[1:4] == ["11", "linux x64, windows x64", "a.mch, b.mch"]
+    assert cells[4] == "11 (IL size 20)" and "-c 11 -x" in cells[5]
+    assert sum(1 for line in text.splitlines() if "lower.cpp:7" in line) == 1
+    # a single summary has no platform column
+    single = asm_markdown.failures_box([("", report("a.mch", 5, 11))])
+    assert "|Assert|Count|Collections|Example context|Repro|" in single

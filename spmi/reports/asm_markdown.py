@@ -9,8 +9,9 @@ All functions are pure.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from spmi.base.untrusted import code_block, escape_html_inline, escape_md_inline, one_line, sanitize_markdown
 from spmi.reports.asm_model import (
@@ -31,7 +32,6 @@ NO_DIFFS_FOUND = "No diffs found."
 NO_GIT_DIFFS = "No diffs found?"
 NO_GIT = "Could not find a git executable in PATH"
 MAX_ASSERT_GROUPS = 10
-MAX_ASSERT_INSTANCES = 3
 MAX_REPRO_LINES = 5
 
 # An entry of a cross-collection table: (platform label or "", collection).
@@ -337,24 +337,62 @@ def _failures_table(problems: Sequence[Entry], show_platform: bool) -> str:
     return text + "\n"
 
 
+@dataclass
+class AssertRow:
+    """One assert (text and location) over every collection and platform it hit."""
+
+    key: str
+    count: int = 0
+    platforms: List[str] = field(default_factory=list)
+    collections: List[str] = field(default_factory=list)
+    context: Optional[int] = None
+    il_size: Optional[int] = None
+    repro: str = ""
+
+
+def repro_for_context(collection: CollectionReport, context: int) -> str:
+    """The collection's repro line for `context` (`-c N …` or a `…-N.mc` file), else ''."""
+    pattern = re.compile(rf"(?:-c {context}(?:\s|$))|(?:-{context}\.mc\b)")
+    return next((line for line in collection.repro_commands if pattern.search(line)), "")
+
+
+def group_asserts(entries: Sequence[Entry]) -> List[AssertRow]:
+    """Identical asserts (same text and location) merged across collections and platforms, most hits first."""
+    rows: Dict[str, AssertRow] = {}
+    for platform, collection in entries:
+        for group in collection.asserts:
+            row = rows.setdefault(group.key, AssertRow(group.key))
+            row.count += group.count
+            if platform and platform not in row.platforms:
+                row.platforms.append(platform)
+            if collection.name not in row.collections:
+                row.collections.append(collection.name)
+            if not row.repro:
+                for instance in group.instances:
+                    repro = repro_for_context(collection, instance.context)
+                    if repro or row.context is None:
+                        row.context, row.il_size, row.repro = instance.context, instance.il_size, repro
+                    if repro:
+                        break
+    return sorted(rows.values(), key=lambda row: (-row.count, row.key))
+
+
 def _asserts_table(problems: Sequence[Entry], show_platform: bool) -> str:
-    groups = [(p, c, g) for p, c in problems for g in c.asserts]
-    if not groups:
+    rows = group_asserts(problems)
+    if not rows:
         return ""
-    groups.sort(key=lambda item: -item[2].count)
-    lead = "|Platform" if show_platform else ""
-    text = (f"First asserts:\n\n{lead}|Collection|Assert|Count|Context|IL size|\n"
-            f"{'|---' if show_platform else ''}|---|---|--:|--:|--:|\n")
-    for platform, collection, group in groups[:MAX_ASSERT_GROUPS]:
-        lead = f"|{cell(platform)}" if show_platform else ""
-        instances = group.instances[:MAX_ASSERT_INSTANCES] or [None]
-        for instance in instances:
-            context = fmt_int(instance.context) if instance else ""
-            il_size = fmt_int(instance.il_size) if instance else ""
-            text += f"{lead}|{cell(collection.name)}|{cell(group.key)}|{fmt_int(group.count)}|{context}|{il_size}|\n"
+    lead = "|Platforms" if show_platform else ""
+    text = (f"Asserts (identical ones grouped):\n\n|Assert|Count{lead}|Collections|Example context|Repro|\n"
+            f"|---|--:{'|---' if show_platform else ''}|---|--:|---|\n")
+    for row in rows[:MAX_ASSERT_GROUPS]:
+        platforms = f"|{cell(', '.join(row.platforms))}" if show_platform else ""
+        context = "" if row.context is None else f"{fmt_int(row.context)} (IL size {fmt_int(row.il_size or 0)})"
+        repro = f"<code>{cell(row.repro)}</code>" if row.repro else ""
+        text += (f"|{cell(row.key)}|{fmt_int(row.count)}{platforms}|{cell(', '.join(row.collections))}|"
+                 f"{context}|{repro}|\n")
     text += "\n"
-    if len(groups) > MAX_ASSERT_GROUPS:
-        text += f"... and {plural(len(groups) - MAX_ASSERT_GROUPS, 'more distinct assert')} (see the log).\n\n"
+    if len(rows) > MAX_ASSERT_GROUPS:
+        text += f"... and {plural(len(rows) - MAX_ASSERT_GROUPS, 'more distinct assert')} (see the log).\n\n"
     return text
 
 
