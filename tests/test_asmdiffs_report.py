@@ -88,7 +88,7 @@ def test_example_diff_text_strips_the_header_fences_and_cuts():
     long = example_diff_text(git_output([f"+line {i}" for i in range(300)]), 1)
     body = long.split("\n")
     assert body[0] == "```diff" and body[-1] == "```"
-    assert body[1:-1] == [f"+line {i}" for i in range(250)] + ["..."]
+    assert body[1:-1] == [f"+line {i}" for i in range(125)] + ["... 50 lines ..."] + [f"+line {i}" for i in range(175, 300)]
     exactly = example_diff_text(git_output([f"+l{i}" for i in range(250)]), 1)
     assert "..." not in exactly and exactly.count("\n") == 251
 
@@ -346,7 +346,15 @@ def test_short_summary_is_items_one_and_two(summary_02):
 
 
 def test_additions_leave_the_contract_sections_intact(summary_02):
-    full = render_long(summary_02)
+    from spmi.reports.asm_markdown import EXAMPLE_LABELS
+    labelled = render_long(summary_02)
+    labels = [e.label for e in summary_02.collections[0].examples]
+    assert labels[:3] == ["improvement"] * 3 and "regression" not in labels  # the 2024 sample: +0 "regressions"
+    for label in set(labels):
+        assert labelled.count(EXAMPLE_LABELS[label] + "\n\n```diff") == labels.count(label)
+    full = labelled
+    for label in EXAMPLE_LABELS.values():  # the one addition inside item 3: a label line above each diff
+        full = full.replace(label + "\n\n", "")
     golden = expected_02()
     head = golden[:golden.index("\n<details>\n<summary>Example diffs")]
     tail = golden[len(head):]
@@ -622,3 +630,27 @@ def test_identical_asserts_are_one_row_across_collections_and_platforms():
     # a single summary has no platform column
     single = asm_markdown.failures_box([("", report("a.mch", 5, 11))])
     assert "|Assert|Count|Collections|Example context|Repro|" in single
+
+
+def test_examples_always_include_the_largest_changes_and_prefer_code_diffs():
+    rows = [csv_row(c, base=100, diff=d) for c, d in ((1, 99), (2, 100), (3, 100), (4, 300), (5, 10), (6, 101))]
+    pick = asm_analysis.pick_contexts(table_of(rows))
+    assert pick.largest_improvement.context == 5 and pick.largest_regression.context == 4
+    assert {4, 5} <= set(pick.contexts)
+    header_only = "@@ -1 +1 @@\n-; Lcl frame size = 8\n+; Lcl frame size = 16\n"
+    code = "@@ -5 +5 @@\n-       mov      rax, rcx\n+       lea      rax, [rcx+8]\n"
+    assert not asm_analysis.touches_code(header_only) and asm_analysis.touches_code(code)
+    table = table_of(rows)
+    row = {r.context: r for r in table.rows}
+    candidates = [(row[2], False), (row[3], True), (row[4], True), (row[6], True)]
+    chosen = asm_analysis.choose_examples(candidates, 3, row[4])
+    assert [r.context for r in chosen] == [4, 3, 6]  # the largest first, then diffs touching code
+    assert [r.context for r in asm_analysis.choose_examples(candidates[:2], 3)] == [3, 2]
+
+
+def test_example_labels():
+    from spmi.reports.asm_model import ExampleDiff
+    assert ExampleDiff(1, IMPROVEMENT, "m", 10, 8).label == "improvement"
+    assert ExampleDiff(1, IMPROVEMENT, "m", 10, 12).label == "regression"
+    assert ExampleDiff(1, REGRESSION, "m", 10, 10).label == "same size"
+    assert ExampleDiff(1, REGRESSION, "m", 10, 10, touches_code=False).label == "text-only"

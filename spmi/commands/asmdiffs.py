@@ -425,25 +425,44 @@ def run_git_diff(job: Job, asm_dir: Path) -> None:
 
 def collect_examples(job: Job, result: CollectionDiff, pick: "asm_analysis.ContextPick", base_files: Dict[int, Path],
                      diff_files: Dict[int, Path], env: Dict[str, str]) -> List["asm_model.ExampleDiff"]:
-    """Example diffs (§12.10 item 3) with their `superpmi -c N` command lines."""
+    """Example diffs (§12.10 item 3) with their `superpmi -c N` command lines: per side the largest
+    size change first, then candidates whose diff touches code, then the others."""
     git = shutil.which("git")
-    examples = []
-    for kind, rows in ((IMPROVEMENT, pick.improvement_examples), (REGRESSION, pick.regression_examples)):
-        for row in rows:
-            base, diff = base_files.get(row.context), diff_files.get(row.context)
-            if base is None or diff is None:
-                continue
+    diffs: Dict[int, Optional[Tuple[str, bool]]] = {}
+
+    def diff_of(row: details.DetailsRow) -> Optional[Tuple[str, bool]]:
+        if row.context not in diffs:
+            diffs[row.context] = example_diff(git, base_files.get(row.context), diff_files.get(row.context))
+        return diffs[row.context]
+
+    examples: List[asm_model.ExampleDiff] = []
+    taken: set = set()
+    sides = ((IMPROVEMENT, pick.improvement_examples + pick.spare_improvements, pick.largest_improvement),
+             (REGRESSION, pick.regression_examples + pick.spare_regressions, pick.largest_regression))
+    for kind, rows, largest in sides:
+        candidates = [(row, found[1]) for row in rows
+                      if row.context not in taken and (found := diff_of(row)) is not None]
+        required = largest if largest is not None and largest.context not in taken and diff_of(largest) else None
+        for row in asm_analysis.choose_examples(candidates, asm_analysis.EXAMPLE_COUNT, required):
+            taken.add(row.context)
+            text, code = diff_of(row) or ("", True)
+            base = base_files[row.context]
             title = asm_analysis.listing_title(base.read_bytes().split(b"\n", 1)[0].decode("utf-8", errors="replace"))
-            if git is None:
-                text = asm_markdown.example_diff_text(None, None, git_found=False)
-            else:
-                run = runner.run(steps.example_diff_argv(git, base, diff), log_output=False)
-                text = asm_markdown.example_diff_text(run.stdout, run.code)
             command = steps.example_superpmi_command(
                 job.invocation, job.diff_jit, result.mch, row.context, job.jit_options.forced,
                 job.jit_options.side("diff"), env, job.settings.host_os)
-            examples.append(asm_analysis.example_from_row(row, kind, title, text, command))
+            examples.append(asm_analysis.example_from_row(row, kind, title, text, command, code))
     return examples
+
+
+def example_diff(git: Optional[str], base: Optional[Path], diff: Optional[Path]) -> Optional[Tuple[str, bool]]:
+    """(the example body's diff text, whether the diff touches code); None without both listings."""
+    if base is None or diff is None:
+        return None
+    if git is None:
+        return asm_markdown.example_diff_text(None, None, git_found=False), True
+    run = runner.run(steps.example_diff_argv(git, base, diff), log_output=False)
+    return asm_markdown.example_diff_text(run.stdout, run.code), asm_analysis.touches_code(run.stdout)
 
 
 # ---------------------------------------------------------------- summaries

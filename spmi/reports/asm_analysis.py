@@ -245,6 +245,11 @@ class ContextPick:
     improvement_examples: List[DetailsRow] = field(default_factory=list)
     regression_examples: List[DetailsRow] = field(default_factory=list)
     metric: Optional[str] = None
+    # more candidates per side (listed too), so that examples touching code can be preferred
+    spare_improvements: List[DetailsRow] = field(default_factory=list)
+    spare_regressions: List[DetailsRow] = field(default_factory=list)
+    largest_improvement: Optional[DetailsRow] = None   # most negative Δ code bytes
+    largest_regression: Optional[DetailsRow] = None    # most positive Δ code bytes
 
     @property
     def examples(self) -> List[DetailsRow]:
@@ -303,8 +308,49 @@ def pick_contexts(table: DetailsTable, metrics: Optional[Sequence[str]] = None,
     ordered = example_order(diffs, relative)
     improvements = take_examples(ordered, example_count, set())
     regressions = take_examples(reversed(ordered), example_count, {row.context for row in improvements})
-    chosen.update(row.context for row in improvements + regressions)
-    return ContextPick(sorted(chosen), improvements, regressions, metric)
+    taken = {row.context for row in improvements + regressions}
+    spare_improvements = take_examples(ordered, example_count, taken)
+    spare_regressions = take_examples(reversed(ordered), example_count,
+                                      taken | {row.context for row in spare_improvements})
+    largest_improvement, largest_regression = largest_size_changes(diffs)
+    extremes = [row for row in (largest_improvement, largest_regression) if row is not None]
+    chosen.update(row.context for row in improvements + regressions + spare_improvements + spare_regressions + extremes)
+    return ContextPick(sorted(chosen), improvements, regressions, metric, spare_improvements, spare_regressions,
+                       largest_improvement, largest_regression)
+
+
+def largest_size_changes(diffs: Sequence[DetailsRow]) -> Tuple[Optional[DetailsRow], Optional[DetailsRow]]:
+    """The row with the largest code size improvement and the one with the largest regression (first on ties)."""
+    def change(row: DetailsRow) -> float:
+        return row.diff(CODE_BYTES) - row.base(CODE_BYTES)
+    improvement = min(diffs, key=change, default=None)
+    regression = max(diffs, key=change, default=None)
+    return (improvement if improvement is not None and change(improvement) < 0 else None,
+            regression if regression is not None and change(regression) > 0 else None)
+
+
+def touches_code(diff_text: str) -> bool:
+    """Whether a listing diff changes a line other than the `;` header, locals and footer comments."""
+    for line in diff_text.splitlines():
+        if line[:1] in ("+", "-") and not line.startswith(("+++", "---")):
+            content = line[1:].strip()
+            if content and not content.startswith(";"):
+                return True
+    return False
+
+
+def choose_examples(candidates: Sequence[Tuple[DetailsRow, bool]], wanted: int,
+                    required: Optional[DetailsRow] = None) -> List[DetailsRow]:
+    """`wanted` examples from candidates in preference order, each with "its diff touches code":
+    `required` (the largest change) first, then those touching code, then the rest."""
+    chosen: List[DetailsRow] = [required] if required is not None else []
+    ordered = [row for row, code in candidates if code] + [row for row, code in candidates if not code]
+    for row in ordered:
+        if len(chosen) >= wanted:
+            break
+        if all(row.context != other.context for other in chosen):
+            chosen.append(row)
+    return chosen
 
 
 def is_small_size_diff(row: DetailsRow) -> bool:
@@ -390,7 +436,7 @@ def listing_title(first_line: str) -> Optional[str]:
 
 
 def example_from_row(row: DetailsRow, kind: str, title: Optional[str], diff_text: str,
-                     repro_command: str = "") -> ExampleDiff:
+                     repro_command: str = "", code_changed: bool = True) -> ExampleDiff:
     """An `ExampleDiff` for a picked row; without a listing title the CSV method name is used."""
     if kind not in (IMPROVEMENT, REGRESSION):
         raise ValueError(f"example kind must be '{IMPROVEMENT}' or '{REGRESSION}', not '{kind}'")
@@ -398,12 +444,12 @@ def example_from_row(row: DetailsRow, kind: str, title: Optional[str], diff_text
     return ExampleDiff(context=row.context, kind=kind, title=name,
                        base_bytes=int(row.base(CODE_BYTES)), diff_bytes=int(row.diff(CODE_BYTES)),
                        base_perfscore=float(row.base(PERFSCORE)), diff_perfscore=float(row.diff(PERFSCORE)),
-                       diff_text=diff_text, repro_command=repro_command)
+                       diff_text=diff_text, repro_command=repro_command, touches_code=code_changed)
 
 
 __all__ = [
-    "ANALYZER_METRIC_COLUMNS", "ContextPick", "DetailsDigest", "EXAMPLE_COUNT", "PICK_COUNT", "aggregate_table",
-    "analyzer_totals", "diff_list", "example_from_row", "without_missing",
-    "example_order", "is_small_size_diff", "listing_title", "perfscore_log_ratio", "pick_contexts",
-    "pick_metric", "relative_change", "take_examples",
+    "aggregate_table", "ANALYZER_METRIC_COLUMNS", "analyzer_totals", "choose_examples", "ContextPick",
+    "DetailsDigest", "diff_list", "EXAMPLE_COUNT", "example_from_row", "example_order", "is_small_size_diff",
+    "largest_size_changes", "listing_title", "perfscore_log_ratio", "pick_contexts", "PICK_COUNT", "pick_metric",
+    "relative_change", "take_examples", "touches_code", "without_missing",
 ]

@@ -94,7 +94,7 @@ def example_diff_text(git_output: Optional[str], exit_code: Optional[int], git_f
 
     Without git: the note `Could not find a git executable in PATH`; when git
     exits 0 or prints nothing after its 4 header lines: `No diffs found?`. More
-    than `max_lines` lines are cut, with a last line `...`.
+    than `max_lines` lines keep their head and tail around a `... N lines ...` line.
     """
     if not git_found:
         return NO_GIT
@@ -105,7 +105,9 @@ def example_diff_text(git_output: Optional[str], exit_code: Optional[int], git_f
     if exit_code == 0 or not lines:
         return NO_GIT_DIFFS
     if len(lines) > max_lines:
-        lines = lines[:max_lines] + ["..."]
+        head = max_lines // 2
+        tail = max_lines - head
+        lines = lines[:head] + [f"... {len(lines) - max_lines} lines ..."] + lines[-tail:]
     return "```diff\n" + "\n".join(lines) + "\n```"
 
 
@@ -170,18 +172,29 @@ def ordered_examples(collection: CollectionReport) -> List[ExampleDiff]:
             + [e for e in collection.examples if e.kind not in (IMPROVEMENT, REGRESSION)])
 
 
-def collection_examples_block(collection: CollectionReport) -> str:
-    body = "".join(details_block(example_title(e), sanitize_markdown(e.diff_text))
+EXAMPLE_LABELS = {IMPROVEMENT: colored("green", "Size improvement"), REGRESSION: colored("red", "Size regression"),
+                  "same size": colored("blue", "Same size") + " (the code changed)",
+                  "text-only": "Text-only (only header, locals or footer lines changed)"}
+
+
+def example_body(example: ExampleDiff) -> str:
+    """The example's label line, then its diff text (untrusted: sanitized)."""
+    return f"{EXAMPLE_LABELS.get(example.label, escape_md_inline(example.label))}\n\n{sanitize_markdown(example.diff_text)}"
+
+
+def collection_examples_block(collection: CollectionReport, labels: bool = True) -> str:
+    body = "".join(details_block(example_title(e), example_body(e) if labels else sanitize_markdown(e.diff_text))
                    for e in ordered_examples(collection))
     return details_block(escape_html_inline(collection.name), body)
 
 
-def example_diffs_section(collections: Sequence[CollectionReport], dropped: FrozenSet[str] = frozenset()) -> str:
-    """Item 3 (long file): per collection with examples, per example its diff text."""
+def example_diffs_section(collections: Sequence[CollectionReport], dropped: FrozenSet[str] = frozenset(),
+                          labels: bool = True) -> str:
+    """Item 3 (long file): per collection with examples, per example its (labelled) diff text."""
     kept = [c for c in collections if c.examples and c.name not in dropped]
     if not kept:
         return ""
-    return details_block("Example diffs", "".join(collection_examples_block(c) for c in kept))
+    return details_block("Example diffs", "".join(collection_examples_block(c, labels) for c in kept))
 
 
 def details_section(collections: Sequence[CollectionReport]) -> str:
@@ -531,7 +544,7 @@ def render_long(summary: AsmDiffsSummary, options: Optional[RenderOptions] = Non
         parts.extend(pivot_section(collections, row) for row in ROW_NAMES)
         if o.additions:
             parts.append(_extras_after_pivots(summary, o))
-        parts.append(example_diffs_section(collections, o.dropped_examples))
+        parts.append(example_diffs_section(collections, o.dropped_examples, labels=o.additions))
     else:
         parts.append(NO_DIFFS_FOUND + "\n")
     if not o.drop_details:

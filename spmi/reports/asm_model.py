@@ -25,6 +25,8 @@ ROW_NAMES = (OVERALL, MINOPTS, FULLOPTS)
 
 IMPROVEMENT = "improvement"
 REGRESSION = "regression"
+SAME_SIZE = "same size"
+TEXT_ONLY = "text-only"
 
 
 # ---------------------------------------------------------------- aggregates
@@ -188,6 +190,16 @@ class ExampleDiff:
     diff_perfscore: float = 0.0
     diff_text: str = ""
     repro_command: str = ""
+    touches_code: bool = True   # the diff changes more than the `;` header/locals/footer lines
+
+    @property
+    def label(self) -> str:
+        """improvement / regression (code size), same size (code changed), text-only (comments only)."""
+        if self.diff_bytes < self.base_bytes:
+            return IMPROVEMENT
+        if self.diff_bytes > self.base_bytes:
+            return REGRESSION
+        return SAME_SIZE if self.touches_code else TEXT_ONLY
 
     @property
     def display_name(self) -> str:
