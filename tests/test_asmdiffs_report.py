@@ -654,3 +654,20 @@ def test_example_labels():
     assert ExampleDiff(1, IMPROVEMENT, "m", 10, 12).label == "regression"
     assert ExampleDiff(1, REGRESSION, "m", 10, 10).label == "same size"
     assert ExampleDiff(1, REGRESSION, "m", 10, 10, touches_code=False).label == "text-only"
+
+
+def test_other_metrics_table_lists_every_changed_metric_column():
+    from spmi.reports import asm_markdown
+    from spmi.reports.asm_model import CollectionReport
+    a = CollectionReport("a.mch", metric_totals={"ActualCodeBytes": [10, 12], "GCInfoBytes": [100, 90],
+                                                 "EHClauseCount": [3, 3], "PerfScore": [1.5, 2.5]})
+    b = CollectionReport("b.mch", metric_totals={"GCInfoBytes": [50, 50], "EHClauseCount": [4, 5],
+                                                 "ReadOnlyDataBytes": [0, 8]})
+    text = asm_markdown.other_metrics_section([a, b])
+    assert "<summary>Other metrics (3 metrics changed)</summary>" in text
+    assert '|GCInfoBytes|a.mch|100|90|<span style="color:green">-10.00%</span>|' in text
+    assert "|GCInfoBytes|b.mch|50|50|0.00%|" in text
+    assert '|EHClauseCount|b.mch|4|5|<span style="color:red">+25.00%</span>|' in text
+    assert "|ReadOnlyDataBytes|b.mch|0|8|+∞|" in text
+    assert "ActualCodeBytes" not in text and "PerfScore" not in text
+    assert asm_markdown.other_metrics_section([CollectionReport("c.mch")]) == ""

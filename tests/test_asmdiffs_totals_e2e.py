@@ -81,6 +81,9 @@ def test_per_metric_totals_equal_the_summary_tables(capsys, sample_toolchain, tm
     assert totals["bytes"] == (base_bytes, base_bytes + delta_bytes)
     assert round(totals["PerfScoreUnits"][0], 2) == base_perf
     assert round(totals["PerfScoreUnits"][1] - totals["PerfScoreUnits"][0], 2) == pytest.approx(delta_perf)
+    # the other metric columns that changed (the sample JITs change GC info and allocated code sizes)
+    assert re.search(r"<summary>Other metrics \(\d+ metrics? changed\)</summary>", long_text)
+    assert "|AllocatedHotCodeBytes|" in long_text
     # and the analyzer block inside the summary says the same
     assert f"Total bytes of base: {int(base_bytes)} (overridden on cmd)" in long_text
 

@@ -481,7 +481,8 @@ def collection_report(job: Job, result: CollectionDiff) -> "asm_model.Collection
                                    examples=list(result.examples), jit_analyze_markdown=result.analyze_markdown,
                                    status=status, asserts=groups, repro_commands=failure_repro_commands(job, result),
                                    diff_rows=html_build.diff_rows_of(result.table) if result.table else asm_model.DiffRows(),
-                                   failing_contexts=reproducible_failures(result))
+                                   failing_contexts=reproducible_failures(result),
+                                   metric_totals=asm_analysis.metric_totals(result.metric_sums))
 
 
 def reproducible_failures(result: CollectionDiff) -> List[int]:

@@ -405,6 +405,12 @@ def _column_sums(sums: Mapping[str, Sequence[Number]], columns: Sequence[str]) -
     return base, diff
 
 
+def metric_totals(sums: Mapping[str, Sequence[Number]]) -> Dict[str, List[float]]:
+    """[Σ base, Σ diff] of every metric column the CSV has (none filled in), over rows where both
+    JITs succeeded, in column order (`sums`: `DetailsDigest.metric_sums`), as the summary keeps them."""
+    return {metric: [pair[0], pair[1]] for metric, pair in sums.items()}
+
+
 def analyzer_totals(sums: Mapping[str, Sequence[Number]], metrics: Sequence[str]) -> Dict[str, Tuple[float, float]]:
     """(Σ base, Σ diff) per requested jit-analyze metric that the CSV carries, over contexts where
     both JITs succeeded (`sums`: `DetailsDigest.metric_sums`, summed while the CSV streamed by):
@@ -450,6 +456,6 @@ def example_from_row(row: DetailsRow, kind: str, title: Optional[str], diff_text
 __all__ = [
     "aggregate_table", "ANALYZER_METRIC_COLUMNS", "analyzer_totals", "choose_examples", "ContextPick",
     "DetailsDigest", "diff_list", "EXAMPLE_COUNT", "example_from_row", "example_order", "is_small_size_diff",
-    "largest_size_changes", "listing_title", "perfscore_log_ratio", "pick_contexts", "PICK_COUNT", "pick_metric",
-    "relative_change", "take_examples", "touches_code", "without_missing",
+    "largest_size_changes", "listing_title", "metric_totals", "perfscore_log_ratio", "pick_contexts", "PICK_COUNT",
+    "pick_metric", "relative_change", "take_examples", "touches_code", "without_missing",
 ]

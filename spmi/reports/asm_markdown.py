@@ -475,6 +475,40 @@ def perfscore_sections(collections: Sequence[CollectionReport]) -> str:
     return text
 
 
+#: metrics with tables of their own in the summary
+OWN_TABLE_METRICS = ("ActualCodeBytes", "PerfScore")
+
+
+def changed_metrics(collections: Sequence[CollectionReport]) -> List[str]:
+    """Metric columns (first-seen order) whose totals differ in some collection, besides code size and PerfScore."""
+    names: List[str] = []
+    for collection in collections:
+        for metric, (base, diff) in collection.metric_totals.items():
+            if metric not in OWN_TABLE_METRICS and base != diff and metric not in names:
+                names.append(metric)
+    return names
+
+
+def fmt_number(value: float) -> str:
+    return fmt_float(value) if isinstance(value, float) and not value.is_integer() else fmt_int(int(value))
+
+
+def other_metrics_section(collections: Sequence[CollectionReport]) -> str:
+    """Every other metric of the details CSV that changed somewhere: base, diff, % per collection (collapsed)."""
+    metrics = changed_metrics(collections)
+    if not metrics:
+        return ""
+    body = "|Metric|Collection|Base|Diff|Δ %|\n|---|---|--:|--:|--:|\n"
+    for metric in metrics:
+        for collection in collections:
+            if metric not in collection.metric_totals:
+                continue
+            base, diff = collection.metric_totals[metric]
+            body += (f"|{cell(metric)}|{cell(collection.name)}|{fmt_number(base)}|{fmt_number(diff)}|"
+                     f"{fmt_percent(pct(base, diff)) if base else ('+∞' if diff else '0.00%')}|\n")
+    return details_block(f"Other metrics ({plural(len(metrics), 'metric')} changed)", body)
+
+
 def repro_line(summary: AsmDiffsSummary) -> str:
     if not summary.repro_command:
         return ""
@@ -589,6 +623,7 @@ def _extras_after_pivots(summary: AsmDiffsSummary, o: RenderOptions) -> str:
         parts.append(impact_table([("", c) for c in collections]))
     if not o.drop_extras:
         parts.append(perfscore_sections(collections))
+        parts.append(other_metrics_section(collections))
     if o.repro:
         parts.append(repro_line(summary))
     if not o.drop_extras:

@@ -259,6 +259,8 @@ class CollectionReport:
     repro_commands: List[str] = field(default_factory=list)  # reproduce the failures
     diff_rows: DiffRows = field(default_factory=DiffRows)
     failing_contexts: List[int] = field(default_factory=list)  # failed contexts (MISSING ones excluded)
+    # every metric column of the details CSV: [Σ base, Σ diff] over contexts both JITs compiled
+    metric_totals: Dict[str, List[float]] = field(default_factory=dict)
 
     @property
     def has_diffs(self) -> bool:
