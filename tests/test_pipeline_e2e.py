@@ -289,7 +289,9 @@ def test_three_overall_summaries_per_host_in_tab_order(runs) -> None:
 def test_memory_gate_fails_its_work_item_and_tops_the_memdiff_summary(runs) -> None:
     run = runs["x64"]
     text = run.overall_of("memdiff")
-    box = text.split("\n## ")[0]
+    head = text.split("\n## ")[0]
+    box, headline = head.split("**bytes allocated by the JIT, by platform and collection**")
+    assert "|linux x64|libraries.pmi" in headline and "|windows x64|libraries.pmi" in headline
     assert "Memory gate failed" in box and "linux x64" in box
     gate_row = next(line for line in box.splitlines() if line.startswith("|linux x64|"))
     assert "memory gate" in gate_row and "BytesAllocated" in gate_row and "libraries.pmi" in gate_row
