@@ -155,3 +155,45 @@ def test_metric_digest_equals_the_whole_table_path(tmp_path: Path, seed: int, fo
         assert [(e.context, e.base, e.diff) for e in got.examples] == [(e.context, e.base, e.diff) for e in want.examples]
     assert (digest.base_misses, digest.diff_misses, digest.either_misses) == whole.miss_counts()
     assert digest.rows == whole.row_count
+
+
+@pytest.mark.parametrize("seed", [8, 9])
+def test_asm_digest_sums_every_metric_and_notes_failures_that_only_missed(tmp_path: Path, seed: int) -> None:
+    """The analyzer totals and the "Other metrics" sums are running sums of the streamed parts;
+    of the watched (failing) contexts, those with a Miss and no Error are noted."""
+    path = write(tmp_path, generated_csv(seed))
+    whole = details.read_details_csv(path)
+    watched = [row.context for row in whole.rows if row.base_result != details.SUCCESS
+               or row.diff_result != details.SUCCESS][::2] + [10**9]
+    digest = asm_analysis.DetailsDigest(watched)
+    details.stream_details_csv(path, digest.add)
+    want = {}
+    for metric in whole.metric_names:
+        base = diff = 0
+        for row in whole.rows:  # file order, `+=` as a loop over rows would
+            if row.base_result == details.SUCCESS and row.diff_result == details.SUCCESS:
+                base += row.base(metric)
+                diff += row.diff(metric)
+        want[metric] = [base, diff]
+    assert digest.metric_sums == want
+    assert set(want) == {"ActualCodeBytes", "PerfScore", "BytesAllocated", "LoopsCloned"}
+    assert want["BytesAllocated"][0] != want["BytesAllocated"][1]
+    assert asm_analysis.metric_totals(digest.metric_sums) == want
+    totals = asm_analysis.analyzer_totals(digest.metric_sums, ["CodeSize", "PerfScore", "AllocSize"])
+    assert totals == {"CodeSize": tuple(want["ActualCodeBytes"]), "PerfScore": tuple(want["PerfScore"])}
+    assert totals["CodeSize"] == (digest.aggregates.overall.base_code_bytes, digest.aggregates.overall.diff_code_bytes)
+    only_missed = {row.context for row in whole.rows if row.context in watched
+                   and details.MISS in (row.base_result, row.diff_result)
+                   and details.ERROR not in (row.base_result, row.diff_result)}
+    assert only_missed and digest.missing_only == only_missed
+    assert asm_analysis.without_missing(watched, digest.missing_only) == [c for c in watched if c not in only_missed]
+
+
+def test_older_layouts_filled_in_metrics_are_not_summed(tmp_path: Path) -> None:
+    header = "Context,Context size,Method full name,Tier name,Base result,Diff result,MinOpts,Has diff"
+    rows = [f"{i},10,M{i},Tier0,Success,Success,False,False" for i in range(1, 50)]
+    path = write(tmp_path, header + "\n" + "\n".join(rows) + "\n")
+    digest = asm_analysis.DetailsDigest()
+    details.stream_details_csv(path, digest.add)
+    assert digest.metric_sums == {}
+    assert asm_analysis.analyzer_totals(digest.metric_sums, ["CodeSize"]) == {}
