@@ -197,3 +197,15 @@ def test_older_layouts_filled_in_metrics_are_not_summed(tmp_path: Path) -> None:
     details.stream_details_csv(path, digest.add)
     assert digest.metric_sums == {}
     assert asm_analysis.analyzer_totals(digest.metric_sums, ["CodeSize"]) == {}
+
+
+def test_the_kept_diff_rows_carry_only_code_size_and_perfscore(tmp_path: Path) -> None:
+    path = write(tmp_path, generated_csv(10))
+    digest = asm_analysis.DetailsDigest()
+    details.stream_details_csv(path, digest.add)  # every metric column read (the sums need them)
+    kept = digest.diff_table()
+    assert kept is not None and list(kept.metric_names) == [details.CODE_BYTES, details.PERFSCORE]
+    assert set(digest.metric_sums) == {details.CODE_BYTES, details.PERFSCORE, "BytesAllocated", "LoopsCloned"}
+    whole = details.read_details_csv(path)
+    assert [(r.context, r.base(details.CODE_BYTES), r.diff(details.PERFSCORE)) for r in asm_analysis.diff_list(kept)] \
+        == [(r.context, r.base(details.CODE_BYTES), r.diff(details.PERFSCORE)) for r in asm_analysis.diff_list(whole)]

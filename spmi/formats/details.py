@@ -192,6 +192,15 @@ class DetailsTable:
     def diff_column(self, metric: str) -> Sequence[Number]:
         return self.diff_columns[self.metric_names.index(metric)]
 
+    def only_metrics(self, names: Iterable[str]) -> "DetailsTable":
+        """The same rows with only the metric columns `names` (those it has), sharing their values."""
+        wanted = set(names)
+        keep = [index for index, name in enumerate(self.metric_names) if name in wanted]
+        return DetailsTable(self.source, [self.metric_names[i] for i in keep], self.columns,  # type: ignore[arg-type]
+                            self.is_diff_layout, tuple(n for n in self.synthesized_metrics if n in wanted),
+                            self.available_metrics, [self.base_columns[i] for i in keep],
+                            [self.diff_columns[i] for i in keep])
+
     def subset(self, positions: Sequence[int]) -> "DetailsTable":
         """A table of the rows at `positions` (in that order), with copies of their values
         (it keeps nothing of this table alive)."""

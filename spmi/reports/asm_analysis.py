@@ -107,9 +107,14 @@ def _count_diff(stats: DiffListStats, b_bytes: int, d_bytes: int, b_perf: float,
 
 # ---------------------------------------------------------------- one pass over a streamed CSV
 
+#: the metric columns the diff-list rows keep (picking, examples, the HTML diff list)
+DIFF_LIST_METRICS = (CODE_BYTES, PERFSCORE)
+
+
 class DetailsDigest:
     """What asmdiffs keeps of a details CSV read in parts (`details.stream_details_csv`):
-    the aggregates, the replay counts and the diff-list rows, never the other rows.
+    the aggregates, the replay counts, running sums of every metric column, and the
+    diff-list rows (code size and PerfScore only), never the other rows.
 
     Feeding it the parts of a table gives exactly `aggregate_table` and `diff_list` of the
     whole table: sums are accumulated in file order, as the row-by-row loop does.
@@ -153,10 +158,10 @@ class DetailsDigest:
         base_code, diff_code, base_perf, diff_perf = columns[:4]
         for i in with_diffs:
             _count_diff(stats, base_code[i], diff_code[i], base_perf[i], diff_perf[i])
-        if with_diffs:
-            self._diff_parts.append(table.subset(with_diffs))
+        if with_diffs:  # the diff list needs only code size and PerfScore (the sums above have the rest)
+            self._diff_parts.append(table.only_metrics(DIFF_LIST_METRICS).subset(with_diffs))
         elif self._empty is None:
-            self._empty = table.subset([])
+            self._empty = table.only_metrics(DIFF_LIST_METRICS).subset([])
 
     def _note_missing_only(self, table: DetailsTable, either_miss: bytes) -> None:
         c = table.columns
