@@ -7,11 +7,12 @@ builds the command line and turns errors into one line and an exit code.
 """
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from spmi.base import logs
+from spmi.base import config, logs
 from spmi.base.config import ArgumentParser
 
 # Each module defines register(subparsers) adding its command(s); every
@@ -48,8 +49,29 @@ def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> ArgumentParser:
     return parser
 
 
+def command_lines(parser: argparse.ArgumentParser) -> List[str]:
+    """One line per command: its name and its help."""
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    actions = subparsers._choices_actions  # the (name, help) entries argparse lists under "command"
+    width = max(len(action.dest) for action in actions) + 2
+    return [f"  {action.dest.ljust(width)}{action.help or ''}" for action in actions]
+
+
+def overview(parser: argparse.ArgumentParser) -> str:
+    """What `superpmi.py` with no arguments prints: usage, the commands, where to start."""
+    return "\n".join([parser.format_usage().rstrip(), "", str(parser.description), "", "commands:",
+                      *command_lines(parser), "",
+                      "Options of a command: python superpmi.py <command> -h",
+                      f"New here? {config.demo_command()} runs asmdiffs on a sample toolchain (no enlistment needed)."])
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser(modules_for(argv)).parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(modules_for(given))
+    if not given:
+        print(overview(parser), file=sys.stderr)
+        return 2  # as argparse exits for a missing argument
+    args = parser.parse_args(given)
     return logs.run_guarded("superpmi.py", lambda: args.func(args))
 
 

@@ -142,6 +142,18 @@ def _pick_build_type(value: Optional[str], default: str) -> str:
     return normalized
 
 
+def demo_command(cwd: Optional[Path] = None) -> str:
+    """How to start the sample demo from the current directory (it needs no enlistment)."""
+    demo = SCRIPTS_DIR / "sample" / "demo.py"
+    try:
+        shown = os.path.relpath(demo, cwd or Path.cwd())
+    except ValueError:  # another drive on Windows
+        shown = str(demo)
+    if shown.startswith(".."):
+        shown = str(demo)
+    return f"python {shown}"
+
+
 def find_git_work_tree(start: Path) -> Optional[Path]:
     """The nearest directory at or above `start` holding `.git` (dir or file)."""
     current = start.resolve()
