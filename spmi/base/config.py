@@ -142,16 +142,21 @@ def _pick_build_type(value: Optional[str], default: str) -> str:
     return normalized
 
 
-def demo_command(cwd: Optional[Path] = None) -> str:
-    """How to start the sample demo from the current directory (it needs no enlistment)."""
-    demo = SCRIPTS_DIR / "sample" / "demo.py"
+def script_command(script: str, cwd: Optional[Path] = None) -> str:
+    """`python <script>` as typed from the current directory (`script` relative to the scripts folder)."""
+    path = SCRIPTS_DIR / script
     try:
-        shown = os.path.relpath(demo, cwd or Path.cwd())
+        shown = os.path.relpath(path, cwd or Path.cwd())
     except ValueError:  # another drive on Windows
-        shown = str(demo)
+        shown = str(path)
     if shown.startswith(".."):
-        shown = str(demo)
+        shown = str(path)
     return f"python {shown}"
+
+
+def demo_command(cwd: Optional[Path] = None) -> str:
+    """How to start the sample demo (it needs no enlistment)."""
+    return script_command("sample/demo.py", cwd)
 
 
 def find_git_work_tree(start: Path) -> Optional[Path]:
@@ -161,6 +166,11 @@ def find_git_work_tree(start: Path) -> Optional[Path]:
         if (candidate / ".git").exists():
             return candidate
     return None
+
+
+def is_runtime_enlistment(repo: Optional[Path]) -> bool:
+    """A dotnet/runtime work tree (docs/contracts.md §12.2): it holds the CoreCLR sources."""
+    return repo is not None and (repo / "src" / "coreclr").is_dir()
 
 
 def resolve_repo_root(runtime_repo: Optional[str], cwd: Optional[Path] = None) -> Optional[Path]:

@@ -106,12 +106,16 @@ def report_error(prog: str, message: str, to_stderr: bool = False) -> None:
 
     Through the console log once logging is set up (so log readers and the
     log file see it), else, or when `to_stderr`, as `<prog>: error: ...` on stderr.
+    A message of several lines (several bad inputs) gives one error line each.
     """
+    lines = [line for line in message.splitlines() if line.strip()] or [message]
     if log.handlers and not to_stderr:
-        log.error("Error: %s", message)
+        for line in lines:
+            log.error("Error: %s", line)
         return
-    log.debug("Error: %s", message)
-    print(untrusted.neutralize_commands(f"{prog}: error: {message}"), file=sys.stderr)
+    for line in lines:
+        log.debug("Error: %s", line)
+        print(untrusted.neutralize_commands(f"{prog}: error: {line}"), file=sys.stderr)
 
 
 def run_guarded(prog: str, body: Callable[[], int], errors_to_stderr: bool = False) -> int:

@@ -30,7 +30,7 @@ from spmi.reports import asm_analysis, asm_markdown, asm_model, asm_overall, htm
 from spmi.reports.asm_model import IMPROVEMENT, REGRESSION
 from spmi.sources import baseline, mch_sources
 from spmi.steps import asmdiffs_steps as steps
-from spmi.steps import html_step, jit_pair, outputs, replay_steps
+from spmi.steps import html_step, jit_pair, outputs, preflight, replay_steps
 from spmi.steps.replay_steps import CollectionOutcome
 from spmi.tools import dasm_gen, jit_build, superpmi_tool
 from spmi.tools.superpmi_tool import JitPairOptions, RunOptions
@@ -155,6 +155,8 @@ class CollectionDiff:
 # ---------------------------------------------------------------- the command
 
 def run_asmdiffs(args: argparse.Namespace) -> int:
+    preflight.check_inputs(args, "asmdiffs", {"-base_jit_path": args.base_jit_path,
+                                              "-diff_jit_path": args.diff_jit_path})
     settings = config.resolve_settings(args, "Checked")
     options = RunOptions.from_args(args)
     flags = AsmdiffsFlags.from_args(args)

@@ -30,7 +30,7 @@ from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
 from spmi.reports.metric_model import BYTES_ALLOCATED, INSTRUCTIONS, MEMDIFF, METRICDIFF, TPDIFF, MetricDiffRun
 from spmi.sources import baseline, mch_sources
-from spmi.steps import jit_pair, replay_steps
+from spmi.steps import jit_pair, preflight, replay_steps
 from spmi.tools import jit_build, superpmi_tool
 from spmi.tools.superpmi_tool import JitPairOptions, RunFiles, RunOptions, SuperpmiInvocation
 
@@ -218,6 +218,7 @@ def run_metricdiff(args: argparse.Namespace) -> int:
 
 def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
     kind = chosen.kind
+    preflight.check_inputs(args, kind, {"-base_jit_path": args.base_jit_path, "-diff_jit_path": args.diff_jit_path})
     settings = config.resolve_settings(args, "Release")
     if kind == TPDIFF:
         from spmi.tools import pintools

@@ -15,7 +15,7 @@ from typing import List
 
 from spmi.base import config, fsutil, runner
 from spmi.sources import mch_sources
-from spmi.steps import jit_pair
+from spmi.steps import jit_pair, preflight
 from spmi.steps.replay_steps import (
     CollectionOutcome,
     attach_repros,
@@ -66,6 +66,7 @@ def resolve_jit(args: argparse.Namespace, settings: config.Settings, options: Ru
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    preflight.check_inputs(args, "replay", {"-jit_path": args.jit_path})
     settings = config.resolve_settings(args, "Checked")
     options = RunOptions.from_args(args)
     config.start_logging(args, settings)

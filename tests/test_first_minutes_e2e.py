@@ -1,0 +1,99 @@
+"""What someone new sees first: missing inputs outside an enlistment, bad paths, `-h`, a short console."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+import pytest
+from e2e_support import collection
+
+REPO = Path(__file__).resolve().parent.parent
+NEWCOMER_LINE = "not in a dotnet/runtime enlistment"
+
+
+def superpmi(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("SUPERPMI_CACHE_DIRECTORY", "TF_BUILD")}
+    env["SPMI_SAMPLE_START_MS"] = "0"
+    return subprocess.run([sys.executable, str(REPO / "superpmi.py"), *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)
+
+
+def error_lines(text: str) -> List[str]:
+    return [line for line in text.splitlines() if "error" in line.lower()]
+
+
+@pytest.mark.parametrize("command", ["asmdiffs", "replay", "memdiff"])
+def test_nothing_given_outside_an_enlistment_points_to_the_demo(command, tmp_path):
+    proc = superpmi(command, cwd=tmp_path)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 1, text
+    assert "Traceback" not in text
+    [line] = text.strip().splitlines()
+    assert NEWCOMER_LINE in line and str(tmp_path) in line
+    assert f"superpmi.py {command} -h" in line and "sample/demo.py" in line
+    assert "not found" not in line, "no tool discovery happened"
+    assert not list(tmp_path.iterdir()), "nothing written"
+
+
+def test_nothing_given_inside_an_enlistment_goes_on_to_tool_discovery(tmp_path):
+    enlistment = tmp_path / "runtime"
+    (enlistment / ".git").mkdir(parents=True)
+    (enlistment / "src" / "coreclr").mkdir(parents=True)
+    proc = superpmi("replay", cwd=enlistment)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 1
+    assert NEWCOMER_LINE not in text
+    assert "superpmi not found" in text, text
+
+
+def test_every_bad_explicit_path_is_named_before_discovery_or_downloads(sample_toolchain, tmp_path):
+    spmi = tmp_path / "spmi"
+    good_mch = collection(sample_toolchain)
+    proc = superpmi("asmdiffs", "-core_root", str(tmp_path / "no_core_root"),
+                    "-base_jit_path", str(tmp_path / "base" / "libclrjit.so"),
+                    "-diff_jit_path", str(tmp_path),
+                    "-mch_files", str(good_mch), str(tmp_path / "gone.mch"), "http://127.0.0.1:9/never.mch",
+                    "-spmi_location", str(spmi), cwd=tmp_path)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 1, text
+    assert "Traceback" not in text
+    assert error_lines(text) == [
+        f"superpmi.py: error: -core_root '{tmp_path / 'no_core_root'}' is not a directory; check the path",
+        f"superpmi.py: error: -base_jit_path '{tmp_path / 'base' / 'libclrjit.so'}' does not exist; check the path",
+        f"superpmi.py: error: -diff_jit_path '{tmp_path}' is not a file; check the path",
+        f"superpmi.py: error: -mch_files '{tmp_path / 'gone.mch'}' is neither a file, a directory nor a URL; "
+        "check the path"]
+    assert not spmi.exists(), "no log, no cache, no download before the inputs are checked"
+
+
+def test_replay_names_a_bad_jit_path_and_core_root_together(sample_toolchain, tmp_path):
+    proc = superpmi("replay", "-core_root", str(tmp_path / "nope"), "-jit_path", str(tmp_path / "jit.so"),
+                    "-mch_files", str(collection(sample_toolchain)), "-spmi_location", str(tmp_path / "spmi"),
+                    cwd=tmp_path)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 1
+    lines = error_lines(text)
+    assert len(lines) == 2, text
+    assert "-core_root" in lines[0] and "-jit_path" in lines[1] and "does not exist" in lines[1]
+
+
+def test_asmdiffs_help_starts_with_examples_and_groups_the_jit_paths(tmp_path):
+    proc = superpmi("asmdiffs", "-h", cwd=tmp_path)
+    assert proc.returncode == 0
+    text = proc.stdout
+    head = text.split("options:", 1)[0]
+    examples = [line.strip() for line in head.splitlines() if line.strip().startswith("python superpmi.py asmdiffs")]
+    assert len(examples) == 2, head
+    assert any("-base_jit_path" in e and "-diff_jit_path" in e for e in examples)
+    groups = {}
+    current = ""
+    for line in text.splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            current = line
+        for flag in ("-base_jit_path", "-diff_jit_path"):
+            if line.strip().startswith(flag + " "):
+                groups[flag] = current
+    assert groups["-base_jit_path"] == groups["-diff_jit_path"] != "", groups
