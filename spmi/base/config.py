@@ -69,6 +69,9 @@ def common_options() -> argparse.ArgumentParser:
     group.add_argument("-runtime_repo", help="dotnet/runtime enlistment (default: the git work tree around the current directory)")
     group.add_argument("-spmi_location", help="cache and output root (default: $SUPERPMI_CACHE_DIRECTORY, else <repo>/artifacts/spmi)")
     group.add_argument("-log_level", default="info", help="console level: critical, error, warning, info (default), debug")
+    group.add_argument("-v", "--verbose", action="store_true",
+                       help="also show the details on the console: commands run, superpmi's output, the analyzer's "
+                            "lists (same as -log_level debug; the log file always has them)")
     group.add_argument("-log_file", help="log file (default: a new superpmi.log in spmi_location); always at debug level")
     group.add_argument("--no_progress", action="store_true", help="no progress bars")
     # Without `target_options` a command works for the host: the target is "not chosen".
@@ -259,8 +262,9 @@ def resolve_settings(args: argparse.Namespace, default_build_type: str = "Checke
 
 
 def start_logging(args: argparse.Namespace, settings: Settings) -> Path:
-    """Console + DEBUG log file (a new `superpmi[.N].log` unless -log_file)."""
-    level = logs.parse_log_level(args.log_level or "info")
+    """Console (progress and results; the details too with -v) + DEBUG log file (a new
+    `superpmi[.N].log` unless -log_file)."""
+    level = logging.DEBUG if args.verbose else logs.parse_log_level(args.log_level or "info")
     if args.log_file:
         log_file = Path(args.log_file).resolve()
     else:

@@ -41,12 +41,26 @@ log = logging.getLogger("superpmi")
 ANALYSED_METRICS = None
 
 
+HELP_DESCRIPTION = """\
+examples:
+  in a dotnet/runtime enlistment with a built Core_Root (baseline: the rolling build of the merge-base):
+    python superpmi.py asmdiffs -filter libraries
+  any two JITs and collections on disk (`python sample/demo.py` makes a sample toolchain and prints its runs):
+    python superpmi.py asmdiffs -base_jit_path base/libclrjit.so -diff_jit_path diff/libclrjit.so \\
+        -core_root path/to/Core_Root -mch_files libraries.pmi.linux.x64.checked.mch
+
+Replays collections through a baseline and a diff JIT; summarises code size and PerfScore diffs
+with .dasm listings of interesting methods. The console shows progress and where the summaries
+are (diff_summary.md, diff_report.html); details go to the log file (-v shows them here too).
+"""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "asmdiffs", parents=[config.common_options(), config.target_options()],
         help="compare the code a baseline and a diff JIT generate",
-        description="Replay collections through a baseline and a diff JIT; summarise code size and PerfScore "
-                    "diffs with .dasm listings of interesting methods.")
+        usage="%(prog)s [options]", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=HELP_DESCRIPTION)
     jit_pair.add_jit_pair_options(parser)
     group = parser.add_argument_group("asmdiffs options")
     group.add_argument("-metrics", action="append", metavar="METRIC",
@@ -65,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="write diff_summary.json (for `summarize`) instead of markdown")
     group.add_argument("--no_html", action="store_true",
                        help="do not write the HTML diff explorer diff_report.html beside the summary")
-    baseline.add_baseline_options(parser)
+    baseline.add_baseline_options(parser, base_jit_path=False)
     superpmi_tool.add_run_options(parser)
     mch_sources.add_collection_options(parser)
     parser.set_defaults(func=run_asmdiffs)

@@ -59,7 +59,7 @@ def _add_command(subparsers: argparse._SubParsersAction, name: str, help_text: s
     parser = subparsers.add_parser(name, parents=[config.common_options(), config.target_options()],
                                    help=help_text, description=description)
     jit_pair.add_jit_pair_options(parser)
-    baseline.add_baseline_options(parser)
+    baseline.add_baseline_options(parser, base_jit_path=False)
     superpmi_tool.add_run_options(parser)
     mch_sources.add_collection_options(parser)
     parser.add_argument("--summary_as_json", action="store_true",

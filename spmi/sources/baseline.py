@@ -35,18 +35,24 @@ _HASH_RE = re.compile(r"^[0-9a-fA-F]{7,64}$")
 
 # ---------------------------------------------------------------- options
 
-def add_baseline_options(parser: argparse.ArgumentParser, add_storage_url: bool = True) -> None:
-    """Add `-base_jit_path`, `-git_hash`, `-base_git_hash` and (unless the parser already
-    has it, or `add_storage_url` is False) `-storage_url`."""
+def add_baseline_options(parser: argparse.ArgumentParser, add_storage_url: bool = True,
+                         base_jit_path: bool = True) -> None:
+    """Add `-base_jit_path` (unless `base_jit_path` is False: another group has it), `-git_hash`,
+    `-base_git_hash` and (unless the parser already has it, or `add_storage_url` is False) `-storage_url`."""
     group = parser.add_argument_group("baseline JIT options")
-    group.add_argument("-base_jit_path", metavar="FILE",
-                       help="baseline JIT (default: a rolling build of the merge-base with main)")
+    if base_jit_path:
+        add_base_jit_path_option(group)
     group.add_argument("-git_hash", metavar="REV",
                        help="commit whose baseline to find (default: git rev-parse HEAD)")
     group.add_argument("-base_git_hash", metavar="HASH",
                        help="use the rolling build of exactly this commit as the baseline")
     if add_storage_url:
         blobs.add_storage_url_option(parser)
+
+
+def add_base_jit_path_option(parser: "argparse._ActionsContainer") -> None:
+    parser.add_argument("-base_jit_path", metavar="FILE",
+                        help="baseline JIT (default: a rolling build of the merge-base with main)")
 
 
 # ---------------------------------------------------------------- names (pure)

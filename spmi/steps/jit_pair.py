@@ -19,8 +19,10 @@ from spmi.tools.superpmi_tool import JitPairOptions
 
 
 def add_jit_pair_options(parser: argparse.ArgumentParser, title: str = "JIT options") -> None:
-    """`-diff_jit_path` and the JIT config lists `-jitoption`, `-base_jit_option`, `-diff_jit_option`."""
+    """`-base_jit_path`, `-diff_jit_path` and the JIT config lists `-jitoption`, `-base_jit_option`,
+    `-diff_jit_option`; add the other baseline options with `add_baseline_options(parser, base_jit_path=False)`."""
     group = parser.add_argument_group(title)
+    baseline.add_base_jit_path_option(group)
     group.add_argument("-diff_jit_path", metavar="FILE",
                        help="diff JIT (default: the JIT for the target in Core_Root)")
     add_jitoption_option(group, "JIT config for both JITs, without DOTNET_ (repeatable)")
