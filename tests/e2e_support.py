@@ -60,3 +60,16 @@ def assert_fails_in_one_line(command: str, toolchain: Path, spmi: Path, extra: L
     assert message in text, (extra, text)
     assert "Traceback" not in text
     assert len([line for line in text.splitlines() if "rror" in line]) == 1, (extra, text)
+
+
+def newest_log(spmi: Path) -> str:
+    """The text of the newest `superpmi[.N].log` of a run (the details the console leaves out)."""
+    logs = sorted(spmi.glob("superpmi*.log"), key=lambda p: p.stat().st_mtime_ns)
+    assert logs, f"no superpmi log in {spmi}"
+    return logs[-1].read_text(encoding="utf-8")
+
+
+def superpmi_invocation(spmi: Path) -> str:
+    """The first superpmi command line of a run, as its log records it (`Invoking: ...`)."""
+    return next(line for line in newest_log(spmi).splitlines()
+                if "Invoking:" in line and "/superpmi " in line)

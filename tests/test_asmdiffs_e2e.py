@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import List, Tuple
 
 import pytest
-from e2e_support import assert_fails_in_one_line, collection, interrupt_once_replaying
+from e2e_support import assert_fails_in_one_line, collection, interrupt_once_replaying, newest_log, superpmi_invocation
 
 import superpmi
 
@@ -53,11 +53,16 @@ def test_diffs_produce_listings_analysis_and_summaries(capsys, sample_toolchain,
     assert code == 0, out
     assert "Asm diffs found" in out
     assert re.search(r"Total bytes of delta: -?\d+ \(-?\d+\.\d\d% of base\)", out)
-    assert re.search(r"Relative PerfScore Geomean \(Diffs\): -?\d+\.\d{4}%", out)
     assert re.search(r"\d+ contexts with diffs \(\d+ size improvements, \d+ size regressions, \d+ same size\)", out)
-    assert "Differences found. To replay SuperPMI use:" in out and "export DOTNET_JitDisasm=*" in out
-    assert f"-c ### {sample_toolchain / 'core_root' / 'libclrjit.so'} {mch}" in out
-    assert "using the built-in equivalent (jitanalyze.py)" in out
+    # the details are in the log file; the console keeps progress and the result
+    details_log = newest_log(tmp_path)
+    assert re.search(r"Relative PerfScore Geomean \(Diffs\): -?\d+\.\d{4}%", details_log)
+    assert "Differences found. To replay SuperPMI use:" in details_log and "export DOTNET_JitDisasm=*" in details_log
+    assert f"-c ### {sample_toolchain / 'core_root' / 'libclrjit.so'} {mch}" in details_log
+    assert "using the built-in equivalent (jitanalyze.py)" in details_log
+    assert "Top file regressions" in details_log and "Invoking:" in details_log
+    for detail in ("Relative PerfScore Geomean", "Differences found", "Top file", "Top method", "Invoking:"):
+        assert detail not in out, detail
     asm = tmp_path / "asm.libraries.pmi.linux.x64.checked"
     base_files = sorted(p.name for p in (asm / "base").iterdir())
     assert base_files and base_files == sorted(p.name for p in (asm / "diff").iterdir())
@@ -137,7 +142,7 @@ def test_cross_target_uses_cross_jits_and_target_flag(capsys, sample_toolchain, 
                          "-mch_files", str(collection(sample_toolchain, arch="arm64")),
                          jit="libclrjit_universal_arm64_x64.so")
     assert code == 0, out
-    invoke = next(line for line in out.splitlines() if "Invoking:" in line)
+    invoke = superpmi_invocation(tmp_path)
     assert " -target arm64 " in invoke and "core_root/libclrjit_universal_arm64_x64.so" in invoke
     listings = list((tmp_path / "asm.libraries.pmi.linux.arm64.checked" / "diff").glob("*.dasm"))
     assert listings and "ARM64" in listings[0].read_text()
@@ -147,10 +152,11 @@ def test_compile_list_limits_the_run(capsys, sample_toolchain, tmp_path):
     code, out = asmdiffs(capsys, sample_toolchain, tmp_path, "-mch_files", str(collection(sample_toolchain)),
                          "-c", "1-60", "-metrics", "PerfScore")
     assert code == 0, out
-    invoke = next(line for line in out.splitlines() if "Invoking:" in line)
+    invoke = superpmi_invocation(tmp_path)
     assert " -c 1-60 " in invoke and " -p" not in invoke
-    assert "Summary of Perf Score diffs:" in out and "Total PerfScoreUnits of base:" in out
-    assert "(overridden on cmd)" in out
+    details_log = newest_log(tmp_path)
+    assert "Summary of Perf Score diffs:" in details_log and "Total PerfScoreUnits of base:" in details_log
+    assert "(overridden on cmd)" in details_log
     assert re.search(r"Diffs are based on .*>60</span> contexts", (tmp_path / "diff_summary.md").read_text())
 
 
@@ -247,7 +253,7 @@ def test_json_summary_jitdump_and_release_mode(capsys, sample_toolchain, tmp_pat
                          "--diff_with_release")
     assert code == 1
     assert "Asm diffs found (a failure with --diff_with_release)" in out
-    invoke = next(line for line in out.splitlines() if "Invoking:" in line)
+    invoke = superpmi_invocation(tmp_path / "release")
     assert invoke.endswith(f"-c 1-40 -ignoreStoredConfig {sample_toolchain / 'base' / 'libclrjit.so'} "
                            f"{sample_toolchain / 'core_root' / 'libclrjit.so'} {mch}")
     assert not list((tmp_path / "release").glob("asm.*")) and not list((tmp_path / "release").glob("diff_summary*"))

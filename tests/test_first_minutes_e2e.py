@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,36 @@ def test_asmdiffs_help_starts_with_examples_and_groups_the_jit_paths(tmp_path):
             if line.strip().startswith(flag + " "):
                 groups[flag] = current
     assert groups["-base_jit_path"] == groups["-diff_jit_path"] != "", groups
+
+
+def asmdiffs_run(toolchain: Path, spmi: Path, *extra: str) -> subprocess.CompletedProcess:
+    return superpmi("asmdiffs", "-core_root", str(toolchain / "core_root"), "-arch", "x64", "-target_os", "linux",
+                    "-base_jit_path", str(toolchain / "base" / "libclrjit.so"),
+                    "-mch_files", str(collection(toolchain)), str(collection(toolchain, "benchmarks.run")),
+                    "-spmi_location", str(spmi), "--no_progress", *extra, cwd=spmi.parent)
+
+
+def test_console_shows_progress_and_a_short_result_details_in_the_log(sample_toolchain, tmp_path):
+    spmi = tmp_path / "spmi"
+    proc = asmdiffs_run(sample_toolchain, spmi)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) <= 30, proc.stdout
+    assert sum("Running asm diffs of" in line for line in lines) == 2
+    tail = "\n".join(lines[lines.index(next(x for x in lines if x.endswith("Asm diffs summary:"))):])
+    assert f"Summary Markdown file: {spmi / 'diff_summary.md'}" in tail
+    assert f"HTML diff report: {spmi / 'diff_report.html'}" in tail
+    assert "Asm diffs in 2 MCH files:" in tail
+    assert len(re.findall(r"\.mch \(\d+ contexts with diffs\)$", tail, re.M)) == 2
+    log_text = (spmi / "superpmi.log").read_text()
+    for detail in ("Top file regressions", "Top method improvements", "Invoking:", "Differences found"):
+        assert detail in log_text and detail not in proc.stdout, detail
+
+
+def test_verbose_shows_the_details_on_the_console(sample_toolchain, tmp_path):
+    proc = asmdiffs_run(sample_toolchain, tmp_path / "spmi", "-v")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for detail in ("Top file regressions", "Top method improvements", "Invoking:", "Differences found",
+                   "Relative PerfScore Geomean", "Asm diffs summary:"):
+        assert detail in proc.stdout, detail
+    assert len(proc.stdout.splitlines()) > 100

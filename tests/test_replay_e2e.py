@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import List, Tuple
 
 import pytest
-from e2e_support import assert_fails_in_one_line, collection, interrupt_once_replaying
+from e2e_support import assert_fails_in_one_line, collection, interrupt_once_replaying, superpmi_invocation
 
 import superpmi
 
@@ -96,7 +96,7 @@ def test_compile_list_runs_only_those_contexts_without_p(capsys, sample_toolchai
                        "-c", "3,7-9")
     assert code == 0, out
     assert "Clean SuperPMI replay (4 contexts processed)" in out
-    invoke = next(line for line in out.splitlines() if "Invoking:" in line)
+    invoke = superpmi_invocation(tmp_path)
     assert " -c 3,7-9 " in invoke and " -p" not in invoke
 
 
@@ -104,7 +104,7 @@ def test_cross_target_uses_the_cross_jit_and_target_flag(capsys, sample_toolchai
     code, out = replay(capsys, sample_toolchain, tmp_path, "-target_arch", "arm64",
                        "-mch_files", str(collection(sample_toolchain, arch="arm64")))
     assert code == 0, out
-    invoke = next(line for line in out.splitlines() if "Invoking:" in line)
+    invoke = superpmi_invocation(tmp_path)
     assert "-target arm64" in invoke and "libclrjit_universal_arm64_x64.so" in invoke
 
 

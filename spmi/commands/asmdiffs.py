@@ -217,7 +217,7 @@ def finish(results: Sequence[CollectionDiff], summary_files: Sequence[Path]) -> 
     if with_diffs:
         log.info("  Asm diffs in %d MCH files:", len(with_diffs))
         for r in with_diffs:
-            log.info("    %s", r.mch)
+            log.info("    %s%s", r.mch, contexts_with_diffs_note(r))
     else:
         log.info("  No asm diffs")
     if failed:
@@ -227,6 +227,13 @@ def finish(results: Sequence[CollectionDiff], summary_files: Sequence[Path]) -> 
     return 0
 
 
+def contexts_with_diffs_note(result: CollectionDiff) -> str:
+    if result.aggregates is None:
+        return ""
+    count = result.aggregates.diff_stats.contexts_with_diffs
+    return f" ({count} context{'s' if count != 1 else ''} with diffs)"
+
+
 # ---------------------------------------------------------------- one collection
 
 def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
@@ -234,8 +241,7 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
     argv = superpmi_tool.build_asmdiffs_argv(job.invocation, job.base_jit, job.diff_jit, mch, files, job.jit_options,
                                              ignore_stored_config=job.flags.diff_with_release)
     log.info("")
-    log.info("Running asm diffs of %s", mch)
-    log.info("Invoking: %s", runner.format_command(argv, job.settings.host_os))
+    log.info("Running asm diffs of %s", mch)  # the command line: runner's "Invoking:" in the log
     timeout = job.options.run_timeout()
     run = superpmi_tool.run_superpmi(argv, job.core_root, timeout)
     # the failing contexts, so that the digest notes which of them only missed data
@@ -288,7 +294,7 @@ def analyze_collection(job: Job, result: CollectionDiff, work: Path) -> None:
     assert result.table is not None and result.aggregates is not None
     aggregates = result.aggregates
     for line in steps.totals_lines(console_totals(aggregates)):
-        log.info("%s", line)
+        log.log(logging.INFO if is_headline_total(line) else logging.DEBUG, "%s", line)
     diff_rows = asm_analysis.diff_list(result.table)
     if not diff_rows:
         return
@@ -315,7 +321,7 @@ def analyze_collection(job: Job, result: CollectionDiff, work: Path) -> None:
         log.info("JitDump files in %s", dump_dir)
     for line in steps.replay_instruction_lines(env, job.superpmi, listing_flags(job), job.diff_jit, result.mch,
                                                job.settings.host_os):
-        log.info("%s", line)
+        log.debug("%s", line)
     base_files, diff_files = listings.files("base"), listings.files("diff")
     if not textual_diff_contexts(base_files, diff_files):
         log.warning("%s", steps.NO_TEXTUAL_DIFFS)
@@ -324,6 +330,11 @@ def analyze_collection(job: Job, result: CollectionDiff, work: Path) -> None:
     if job.flags.git_diff:
         run_git_diff(job, result.asm_dir)
     result.examples = collect_examples(job, result, pick, base_files, diff_files, env)
+
+
+def is_headline_total(line: str) -> bool:
+    """The totals lines the console shows (the others go to the log, and to the console with -v)."""
+    return line.startswith(("Total bytes of delta", "Total PerfScore of delta")) or "contexts with diffs" in line
 
 
 def textual_diff_contexts(base_files: Dict[int, Path], diff_files: Dict[int, Path]) -> List[int]:
@@ -405,20 +416,19 @@ def run_jit_analyze(job: Job, result: CollectionDiff, subset: bool) -> str:
     argv = steps.jit_analyze_argv(real or "jit-analyze", result.asm_dir, job.flags.metrics or (), plan.argv, subset)
     job.analyzer = "jit-analyze" if real else "built-in"
     if real:
-        log.info("Using jit-analyze from PATH: %s", real)
-        log.info("Analyzer totals: %s", plan.description)
+        log.debug("Using jit-analyze from PATH: %s", real)
+        log.debug("Analyzer totals: %s", plan.description)
         log.debug("Invoking: %s", runner.format_command(argv, job.settings.host_os))
         run = runner.run(argv)
         output = run.stdout + run.stderr
     else:
-        log.info("jit-analyze is not on PATH; using the built-in equivalent (jitanalyze.py)")
-        log.info("Analyzer totals: %s", plan.description)
+        log.debug("jit-analyze is not on PATH; using the built-in equivalent (jitanalyze.py)")
+        log.debug("Analyzer totals: %s", plan.description)
         log.debug("Invoking (built-in): %s", runner.format_command(argv, job.settings.host_os))
         out, err = io.StringIO(), io.StringIO()
         analyzer_cli.run_cli(argv[1:], stdout=out, stderr=err)
         output = out.getvalue() + err.getvalue()
-    for line in output.splitlines():
-        log.info("%s", line)
+    log.debug("%s", output.rstrip("\n"))  # per-method lists: the log (and the console with -v)
     summary = result.asm_dir / "summary.md"
     try:
         return summary.read_text(encoding="utf-8")

@@ -275,7 +275,6 @@ def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRu
                              job.jit_options, job.report_metrics, job.pin)
     log.info("")
     log.info("%s %s", "Measuring throughput of" if job.kind == TPDIFF else "Measuring JIT metrics of", mch)
-    log.info("Invoking: %s", runner.format_command(argv, job.settings.host_os))
     spmi_run = run_measurement(argv, job.core_root, job.options.timeout)
     digest = interpret_run(spmi_run, mch, files, job, run)
     if digest is None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List
 
-from spmi.base import config, fsutil, runner
+from spmi.base import config, fsutil
 from spmi.sources import mch_sources
 from spmi.steps import jit_pair, preflight
 from spmi.steps.replay_steps import (
@@ -102,8 +102,7 @@ def replay_collection(ctx: ReplayContext, mch: Path, core_root: Path) -> Collect
     files = superpmi_tool.run_files(ctx.temp_dir, mch, ctx.options)
     argv = superpmi_tool.build_replay_argv(ctx.invocation, ctx.jit, mch, files, ctx.jit_options)
     log.info("")
-    log.info("Replaying %s", mch)
-    log.info("Invoking: %s", runner.format_command(argv, ctx.settings.host_os))
+    log.info("Replaying %s", mch)  # the command line: runner's "Invoking:" in the log
     timeout = ctx.options.run_timeout()
     run = superpmi_tool.run_superpmi(argv, core_root, timeout)
     outcome = finish_run(run, mch, files, diff_mode=False, timeout=timeout,
