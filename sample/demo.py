@@ -3,12 +3,14 @@
 
     python sample/demo.py [--out DIR] [--contexts N]
 
-Prints where each summary was written. Everything goes below --out (default
-`demo/` in the repository), which is safe to delete.
+The console shows each run's progress and where its summaries are, then the next
+steps: the files to open, a flag to try, the pipeline on this toolchain. Everything
+goes below --out (default `demo/` in the repository), which is safe to delete.
 """
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -48,19 +50,60 @@ def newest(paths: Sequence[Path]) -> Optional[Path]:
     return max(existing, key=lambda p: p.stat().st_mtime) if existing else None
 
 
+def shown(argv: Sequence[str]) -> str:
+    """A command line as the user would type it (`python` for this interpreter)."""
+    return shlex.join(["python" if arg == sys.executable else arg for arg in argv])
+
+
+def pipeline_commands(out: Path) -> List[List[str]]:
+    """The whole CI pipeline run locally, as the README's "Run the pipeline locally" has it: a small
+    toolchain with every target of this host's queue, then setup with --run_locally."""
+    toolchain = out / "toolchain"
+    pin = toolchain / "pintools" / "1.0" / ("osx" if sys.platform == "darwin" else "linux")
+    make = [sys.executable, str(REPO / "sample" / "make_toolchain.py"), str(toolchain), "--contexts", "50",
+            "--collections", "libraries.pmi"]
+    setup = [sys.executable, str(REPO / "superpmi_asmdiffs_setup.py"),
+            "-product_directory", str(toolchain / "core_root"), "-base_jit_directory", str(toolchain / "base"),
+            "-release_product_directory", str(toolchain / "release" / "diff"),
+            "-release_base_jit_directory", str(toolchain / "release" / "base"), "-pin_directory", str(pin),
+            "-private_store", str(toolchain / "collections"), "-payload_directory", str(out / "payload"),
+            "--clean", "-type", "all", "--run_locally"]
+    return [make, setup]
+
+
+def next_steps(out: Path, spmi_locations: Sequence[Path], commands: Sequence[List[str]]) -> List[str]:
+    """What to do after the demo: open the summaries, try -v, run the pipeline locally."""
+    lines = ["", "Next steps:",
+             "  1. Open a summary, or the HTML report in a browser (every context with diffs, the listings):"]
+    for spmi_location in spmi_locations:
+        for pattern in ("diff_summary*.md", "diff_report*.html"):
+            found = newest(list(spmi_location.glob(pattern)))
+            if found is not None:
+                lines.append(f"       {found}")
+    if commands:
+        lines += ["  2. Add -v to see the details here too (the analyzer's per-method lists, superpmi's output;",
+                  "     they are always in the superpmi.log beside the summaries), e.g. for one collection:",
+                  "       " + shown(list(commands[0]) + ["-filter", "libraries", "-v"])]
+    lines += ["  3. Run the whole CI pipeline (asmdiffs, tpdiff, memdiff) locally, on a small toolchain with "
+              "every target:"]
+    lines += ["       " + shown(command) for command in pipeline_commands(out / "pipeline")]
+    lines.append("  More: python superpmi.py asmdiffs -h (examples and every option), README.md.")
+    return lines
+
+
 def run_demo(out: Path, contexts: int) -> int:
     toolchain = out / "toolchain"
     if not (toolchain / "core_root").is_dir():
         make_toolchain(toolchain, contexts)
     status = 0
-    for target_arch in ("x64", "arm64"):
-        spmi_location = out / f"spmi.linux.{target_arch}"
+    commands: List[List[str]] = []
+    spmi_locations = [out / f"spmi.linux.{target_arch}" for target_arch in ("x64", "arm64")]
+    for target_arch, spmi_location in zip(("x64", "arm64"), spmi_locations):
         print(f"\n=== asmdiffs for linux/{target_arch}", flush=True)
-        code = subprocess.run(asmdiffs_command(toolchain, target_arch, spmi_location)).returncode
-        summary = newest(list(spmi_location.glob("diff_summary*.md")))
-        if summary is not None:
-            print(f"\nSummary for linux/{target_arch}: {summary}")
-        status = status or code
+        command = asmdiffs_command(toolchain, target_arch, spmi_location)
+        commands.append(command)
+        status = status or subprocess.run(command).returncode
+    print("\n".join(next_steps(out, spmi_locations, commands)), flush=True)
     return status
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +132,24 @@ def test_verbose_shows_the_details_on_the_console(sample_toolchain, tmp_path):
                    "Relative PerfScore Geomean", "Asm diffs summary:"):
         assert detail in proc.stdout, detail
     assert len(proc.stdout.splitlines()) > 100
+
+
+def test_demo_is_short_and_ends_with_next_steps_that_work(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("SUPERPMI_CACHE_DIRECTORY", "TF_BUILD")}
+    env["SPMI_SAMPLE_START_MS"] = "0"
+    proc = subprocess.run([sys.executable, str(REPO / "sample" / "demo.py"), "--out", str(tmp_path / "demo"),
+                           "--contexts", "80"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) <= 90, proc.stdout
+    steps = lines[lines.index("Next steps:"):]
+    opened = [Path(line.strip()) for line in steps if line.strip().endswith((".md", ".html"))]
+    assert [p.name for p in opened] == ["diff_summary.md", "diff_report.html"] * 2
+    assert all(p.is_file() for p in opened)
+    [verbose] = [shlex.split(line) for line in steps if line.strip().startswith("python") and line.endswith(" -v")]
+    pipeline = [line.strip() for line in steps if "make_toolchain.py" in line or "superpmi_asmdiffs_setup.py" in line]
+    assert len(pipeline) == 2 and pipeline[1].endswith("--run_locally")
+    rerun = subprocess.run([sys.executable, *verbose[1:]], capture_output=True, text=True, env=env, timeout=300)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert "Top file regressions" in rerun.stdout and "libraries.pmi" in rerun.stdout
+    assert "aspnet" not in rerun.stdout.split("Asm diffs summary:")[1], "-filter libraries kept to one collection"
