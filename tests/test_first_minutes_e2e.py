@@ -113,7 +113,7 @@ def test_console_shows_progress_and_a_short_result_details_in_the_log(sample_too
     proc = asmdiffs_run(sample_toolchain, spmi)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert len(lines) <= 30, proc.stdout
+    assert len(lines) <= 45, proc.stdout  # 14 per collection (with the 9 totals lines), the result block
     assert sum("Running asm diffs of" in line for line in lines) == 2
     tail = "\n".join(lines[lines.index(next(x for x in lines if x.endswith("Asm diffs summary:"))):])
     assert f"Summary Markdown file: {spmi / 'diff_summary.md'}" in tail
@@ -141,7 +141,7 @@ def test_demo_is_short_and_ends_with_next_steps_that_work(tmp_path):
                            "--contexts", "80"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert len(lines) <= 90, proc.stdout
+    assert len(lines) <= 130, proc.stdout  # six collections; before, the analyzer lists made it 1,000+
     steps = lines[lines.index("Next steps:"):]
     opened = [Path(line.strip()) for line in steps if line.strip().endswith((".md", ".html"))]
     assert [p.name for p in opened] == ["diff_summary.md", "diff_report.html"] * 2

@@ -293,8 +293,8 @@ def analyze_collection(job: Job, result: CollectionDiff, work: Path) -> None:
     """Console totals, then (when there are diffs) listings, jit-analyze, git diff and example diffs."""
     assert result.table is not None and result.aggregates is not None
     aggregates = result.aggregates
-    for line in steps.totals_lines(console_totals(aggregates)):
-        log.log(logging.INFO if is_headline_total(line) else logging.DEBUG, "%s", line)
+    for line in steps.totals_lines(console_totals(aggregates)):  # the console totals of docs/contracts.md §12.9
+        log.info("%s", line)
     diff_rows = asm_analysis.diff_list(result.table)
     if not diff_rows:
         return
@@ -330,11 +330,6 @@ def analyze_collection(job: Job, result: CollectionDiff, work: Path) -> None:
     if job.flags.git_diff:
         run_git_diff(job, result.asm_dir)
     result.examples = collect_examples(job, result, pick, base_files, diff_files, env)
-
-
-def is_headline_total(line: str) -> bool:
-    """The totals lines the console shows (the others go to the log, and to the console with -v)."""
-    return line.startswith(("Total bytes of delta", "Total PerfScore of delta")) or "contexts with diffs" in line
 
 
 def textual_diff_contexts(base_files: Dict[int, Path], diff_files: Dict[int, Path]) -> List[int]:
