@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Dict, Tuple
 
 import pytest
-from e2e_support import collection
+from e2e_support import collection, newest_log
 
 import superpmi
 
@@ -67,7 +67,7 @@ def table_number(text: str) -> float:
 def test_per_metric_totals_equal_the_summary_tables(capsys, sample_toolchain, tmp_path):
     code, out = run_asmdiffs(capsys, sample_toolchain, tmp_path, "-metrics", "CodeSize,PerfScore")
     assert code == 0, out
-    assert "per-metric total overrides (<metric>,<value>) for CodeSize, PerfScore" in out
+    assert "per-metric total overrides (<metric>,<value>) for CodeSize, PerfScore" in newest_log(tmp_path)
     long_text = (tmp_path / "diff_summary.md").read_text(encoding="utf-8")
     [analyzer_md] = [p.read_text(encoding="utf-8") for p in tmp_path.glob("asm.*/summary.md")]
     totals = analyzer_totals(analyzer_md)
@@ -101,8 +101,9 @@ def test_external_jit_analyze_gets_only_a_bare_pair_it_understands(capsys, sampl
     assert code == 0, out
     [argv] = [json.loads(line) for line in record.read_text().splitlines()]
     assert "--override-total-base-metric" not in argv
-    assert "takes only one bare pair, which would replace the totals of every one of CodeSize, PerfScore" in out
-    assert "Cannot parse argument" not in out
+    details_log = newest_log(tmp_path / "two")
+    assert "takes only one bare pair, which would replace the totals of every one of CodeSize, PerfScore" in details_log
+    assert "Cannot parse argument" not in out + details_log
 
     record.unlink()
     code, out = run_asmdiffs(capsys, sample_toolchain, tmp_path / "one")
@@ -110,6 +111,6 @@ def test_external_jit_analyze_gets_only_a_bare_pair_it_understands(capsys, sampl
     [argv] = [json.loads(line) for line in record.read_text().splitlines()]
     at = argv.index("--override-total-base-metric")
     assert re.fullmatch(r"\d+", argv[at + 1]) and argv[at + 2] == "--override-total-diff-metric"
-    assert "one bare total override pair (CodeSize)" in out
+    assert "one bare total override pair (CodeSize)" in newest_log(tmp_path / "one")
     [analyzer_md] = [p.read_text(encoding="utf-8") for p in (tmp_path / "one").glob("asm.*/summary.md")]
     assert analyzer_totals(analyzer_md)["bytes"] == (float(argv[at + 1]), float(argv[at + 3]))
