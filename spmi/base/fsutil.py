@@ -100,7 +100,8 @@ def unique_dir_path(path: Path) -> Path:
 
 
 def atomic_write_bytes(path: Path, data: bytes, make_parents: bool = True) -> None:
-    """Write to a temporary name next to `path`, then rename over it (the one atomic writer).
+    """Write to a temporary name next to `path`, then rename over it (the one atomic writer);
+    the file gets the permissions a plain `open(path, "w")` would give it (0o666 minus the umask).
 
     Missing parent folders are created unless `make_parents` is False."""
     if make_parents:
@@ -109,6 +110,7 @@ def atomic_write_bytes(path: Path, data: bytes, make_parents: bool = True) -> No
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        os.chmod(tmp, platforms.default_file_mode())  # mkstemp makes it 0600
         os.replace(tmp, path)
     except BaseException:
         try:

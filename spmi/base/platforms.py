@@ -12,6 +12,7 @@ import platform
 import re
 import signal
 import sys
+import threading
 from dataclasses import dataclass
 from typing import IO, List, Optional
 
@@ -274,3 +275,36 @@ def polite_stop_signal() -> Optional[int]:
 def temp_dir_environment(path: str) -> dict:
     """Environment that points a child's temporary files at `path` (TMPDIR on Unix, TEMP/TMP on Windows)."""
     return {"TMPDIR": path, "TEMP": path, "TMP": path}
+
+
+# ---------------------------------------------------------------- file modes
+
+_UMASK_LOCK = threading.Lock()
+_UMASK_LINE_RE = re.compile(r"^Umask:\s*([0-7]+)\s*$", re.MULTILINE)
+
+
+def umask_from_proc_status(text: str) -> Optional[int]:
+    """The `Umask:` line of Linux's /proc/self/status (None when absent)."""
+    match = _UMASK_LINE_RE.search(text)
+    return int(match.group(1), 8) if match else None
+
+
+def current_umask() -> int:
+    """The process umask without changing it where the OS allows (Linux); elsewhere set and
+    restored under a lock, so no other thread of the suite creates files in between."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
+            found = umask_from_proc_status(handle.read())
+        if found is not None:
+            return found
+    except OSError:
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
+def default_file_mode() -> int:
+    """What `open(path, "w")` would give a new file: 0o666 minus the umask."""
+    return 0o666 & ~current_umask()
