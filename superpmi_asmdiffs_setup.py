@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from spmi.base import logs
-from spmi.base.config import ArgumentParser
+from spmi.base.config import ArgumentParser, positive_int
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.setup import run
 
@@ -74,14 +74,14 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--run_locally", action="store_true",
                         help="then run every work item here as Helix would, and summarize")
     parser.add_argument("-local_directory", help="where --run_locally works (default: <payload>_local)")
-    parser.add_argument("-jobs", "-parallelism", dest="jobs", type=int, metavar="N",
+    parser.add_argument("-jobs", "-parallelism", dest="jobs", type=positive_int, metavar="N",
                         help="work items run at once with --run_locally (default: the CPUs this process may use)")
     parser.add_argument("-work_items_per_target", default="1", metavar="N|auto",
                         help="spread each target's collections over N Helix work items, assigned by size so that "
                              "they finish together; 'auto': one per -bytes_per_work_item of collections "
                              f"(at most {pipeline.AUTO_MAX_WORK_ITEMS}); needs -mch_files or -private_store "
                              "(default: 1)")
-    parser.add_argument("-bytes_per_work_item", type=int, default=pipeline.AUTO_BYTES_PER_WORK_ITEM, metavar="BYTES",
+    parser.add_argument("-bytes_per_work_item", type=positive_int, default=pipeline.AUTO_BYTES_PER_WORK_ITEM, metavar="BYTES",
                         help="collection bytes per work item for -work_items_per_target auto "
                              f"(default: {pipeline.AUTO_BYTES_PER_WORK_ITEM})")
     parser.add_argument("-log_level", default="info", help="console level (default: info)")

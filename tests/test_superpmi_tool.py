@@ -57,9 +57,9 @@ def test_spmi_log_file_requires_sequential_and_bad_numbers_are_one_line_errors()
     with pytest.raises(SuiteError, match="requires --sequential"):
         parse_options("-spmi_log_file", "x.log")
     with pytest.raises(SuiteError, match="at least 1"):
-        parse_options("--parallelism", "0")
+        st.RunOptions(parallelism=0).validate()
     with pytest.raises(SuiteError, match="positive"):
-        parse_options("--timeout", "0")
+        st.RunOptions(timeout=0).validate()
 
 
 def test_asmdiffs_argv_order():

@@ -11,6 +11,7 @@ from spmi.analyzer.compare import AnalyzeInputError, AnalyzeOptions, AnalyzeUsag
 from spmi.analyzer.core import analyze, retain_only_top_files, write_markdown_per_metric, write_text_atomically
 from spmi.analyzer.render import render_console, render_markdown, render_warnings
 from spmi.analyzer.scan import METRICS
+from spmi.base import config
 
 # ------------------------------------------------------------------ command line
 
@@ -70,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-r", "--recursive", action="store_true", help="search directories recursively")
     p.add_argument("--file-extension", "--fileExtension", "--ext", dest="file_extension", default=".dasm",
                    help="files considered are *EXT (default .dasm)")
-    p.add_argument("-c", "--count", default="20", help="entries per top list; 0 prints only the totals (default 20)")
+    p.add_argument("-c", "--count", type=config.non_negative_int, default=20, help="entries per top list; 0 prints only the totals (default 20)")
     p.add_argument("-w", "--warn", action="store_true", help="list files and methods present on one side only")
     p.add_argument("-m", "--metrics", action="append", default=[], metavar="METRIC",
                    help="repeatable or comma list, exact case: " + ", ".join(METRICS) + " (default CodeSize)")
@@ -139,12 +140,7 @@ def options_from_args(args: argparse.Namespace) -> Tuple[AnalyzeOptions, List[st
     metrics = [m.strip() for value in args.metrics for m in value.split(",") if m.strip()] or ["CodeSize"]
     metrics = list(dict.fromkeys(metrics))
     messages += [f"Unknown metric '{m}'. Available metrics: {', '.join(METRICS)}" for m in metrics if m not in METRICS]
-    try:
-        count = int(args.count)
-    except ValueError:
-        count = -1
-    if count < 0:
-        messages.append(f"Count (--count) must be a non-negative integer, not '{args.count}'")
+    count = int(args.count)
     base_bare, base_each = _parse_overrides(args.override_total_base_metric, "override-total-base-metric", messages)
     diff_bare, diff_each = _parse_overrides(args.override_total_diff_metric, "override-total-diff-metric", messages)
     override_base: Dict[str, float] = {}
@@ -159,7 +155,7 @@ def options_from_args(args: argparse.Namespace) -> Tuple[AnalyzeOptions, List[st
             break
     options = AnalyzeOptions(
         metrics=metrics, recursive=args.recursive, file_extension=args.file_extension,
-        file_filter=args.filter, count=max(count, 0), reconcile=not args.no_reconcile,
+        file_filter=args.filter, count=count, reconcile=not args.no_reconcile,
         concat_files=args.concat_files, skip_text_diff=args.skip_text_diff, note=args.note,
         override_base=override_base, override_diff=override_diff, is_diffs_only=args.is_diffs_only,
         is_subset_of_diffs=args.is_subset_of_diffs, warn=args.warn)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, TypeVar
 
 from spmi.base import fsutil, logs, platforms, progress, runner
 from spmi.base.errors import SuiteError
@@ -23,6 +24,7 @@ log = logging.getLogger("superpmi")
 SCRIPTS_DIR = Path(__file__).resolve().parents[2]  # the folder of the entry scripts
 UNKNOWN_JIT_EE_VERSION = "unknown-jit-ee-version"
 JITEE_GUID_HEADER = Path("src/coreclr/inc/jiteeversionguid.h")
+Number = TypeVar("Number", int, float)
 _JITEE_GUID_RE = re.compile(r"^constexpr GUID JITEEVersionIdentifier *= *{ */\* *([^ ]*) *\*/")
 
 
@@ -53,6 +55,63 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
         self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+# ---------------------------------------------------------------- numeric option types
+# One argparse `type=` per kind of number, so a bad value is refused while parsing,
+# before anything starts, with one line naming the flag (argparse adds it).
+
+def _number(text: str, convert: Callable[[str], Number], kind: str) -> Number:
+    try:
+        value = convert(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not {kind}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a finite number")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number greater than 0 (e.g. seconds)."""
+    value = _number(text, float, "a number")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"'{text}' must be greater than 0")
+    return float(value)
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number of 0 or more (e.g. a percentage where 0 disables)."""
+    value = _number(text, float, "a number")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"'{text}' must be 0 or more")
+    return float(value)
+
+
+def non_negative_int(text: str) -> int:
+    """A whole number of 0 or more."""
+    value = _number(text, int, "a whole number")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"'{text}' must be 0 or more")
+    return int(value)
+
+
+def positive_int(text: str) -> int:
+    """A whole number of 1 or more."""
+    value = _number(text, int, "a whole number")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' must be at least 1")
+    return int(value)
+
+
+def int_between(low: int, high: int) -> Callable[[str], int]:
+    """A whole number from `low` to `high` (both included)."""
+    def parse(text: str) -> int:
+        value = _number(text, int, "a whole number")
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"'{text}' must be from {low} to {high}")
+        return int(value)
+    parse.__name__ = f"int_between_{low}_{high}"
+    return parse
 
 
 # ---------------------------------------------------------------- option groups

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Union
@@ -44,14 +43,8 @@ EXIT_OK, EXIT_FAILURE, EXIT_GATE = 0, 1, 2
 
 
 def threshold_value(text: str) -> float:
-    """`-memdiff_threshold`: a non-negative finite percentage."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number (a percentage such as 25; 0 disables)") from None
-    if math.isnan(value) or math.isinf(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"'{text}' must be a percentage of 0 or more (0 disables)")
-    return value
+    """`-memdiff_threshold`: a non-negative finite percentage (0 disables)."""
+    return config.non_negative_float(text)
 
 
 def _add_command(subparsers: argparse._SubParsersAction, name: str, help_text: str,

@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import enum
 import logging
+import math
 import os
 import re
 import shutil
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
-from spmi.base import errors, fsutil, platforms, runner
+from spmi.base import config, errors, fsutil, platforms, runner
 from spmi.base.errors import SuiteError
 
 log = logging.getLogger("superpmi")
@@ -41,6 +42,7 @@ ALTJIT_OPTIONS = ("AltJit=*", "AltJitNgen=*")
 ASMDIFFS_REPLAY_OPTIONS = ("JitEnableNoWayAssert=1", "JitNoForceFallback=1")
 ALIGN_LOOPS_OFF = "JitAlignLoops=0"
 REPRO_PREFIX = "repro"
+MAX_PARALLELISM = 64  # superpmi -p accepts at most this many workers
 
 
 # ---------------------------------------------------------------- run options
@@ -52,10 +54,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--altjit", action="store_true",
                        help="replay with AltJit=* and AltJitNgen=* (cross-target altjits)")
     group.add_argument("--sequential", action="store_true", help="run superpmi without -p (one process)")
-    group.add_argument("--parallelism", type=int, metavar="N", help="superpmi -p N (default: -p, one worker per CPU)")
+    group.add_argument("--parallelism", type=config.int_between(1, MAX_PARALLELISM), metavar="N", help="superpmi -p N (default: -p, one worker per CPU)")
     group.add_argument("-compile", "-c", dest="compile", metavar="LIST",
                        help="compile only these contexts (superpmi -c: 20, 5,10-99, or an .mcl file); implies no -p")
-    group.add_argument("-error_limit", type=int, metavar="N",
+    group.add_argument("-error_limit", type=config.positive_int, metavar="N",
                        help="stop after N compile errors (superpmi -failureLimit)")
     group.add_argument("-spmi_log_file", metavar="FILE", help="superpmi -w log file (requires --sequential)")
     group.add_argument("--break_on_assert", action="store_true", help="superpmi -boa")
@@ -65,7 +67,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("-details", metavar="FILE_OR_DIR",
                        help="keep superpmi's details CSV: a directory (one <collection>.csv each) or a file")
     group.add_argument("--skip_cleanup", action="store_true", help="keep the temporary directory")
-    group.add_argument("--timeout", type=float, metavar="SECONDS",
+    group.add_argument("--timeout", type=config.positive_float, metavar="SECONDS",
                        help="kill a superpmi process (and its workers) running longer than this")
     group.add_argument("--time_budget", type=float, metavar="SECONDS",
                        help="finish replaying within this many seconds of the start: the superpmi running "
@@ -107,11 +109,13 @@ class RunOptions:
             raise SuiteError("-spmi_log_file requires --sequential (superpmi does not pass -w to its workers)")
         if self.parallelism is not None and self.parallelism < 1:
             raise SuiteError(f"--parallelism {self.parallelism} must be at least 1")
-        if self.parallelism is not None and self.parallelism > 64:
-            raise SuiteError(f"--parallelism {self.parallelism} is more than superpmi allows (64)")
+        if self.parallelism is not None and self.parallelism > MAX_PARALLELISM:
+            raise SuiteError(f"--parallelism {self.parallelism} is more than superpmi allows ({MAX_PARALLELISM})")
+        if self.parallelism is not None and self.sequential:
+            raise SuiteError(f"--sequential and --parallelism {self.parallelism} contradict each other; pass one of them")
         if self.error_limit is not None and self.error_limit < 1:
             raise SuiteError(f"-error_limit {self.error_limit} must be at least 1")
-        if self.timeout is not None and self.timeout <= 0:
+        if self.timeout is not None and not (math.isfinite(self.timeout) and self.timeout > 0):
             raise SuiteError(f"--timeout {self.timeout:g} must be a positive number of seconds")
         if self.time_budget is not None and not self.time_budget > 0:
             raise SuiteError(f"--time_budget {self.time_budget:g} must be a positive number of seconds")
@@ -142,7 +146,7 @@ class RunOptions:
             return 1
         if self.parallelism:
             return self.parallelism
-        return max(1, min(os.cpu_count() or 1, 64))
+        return max(1, min(os.cpu_count() or 1, MAX_PARALLELISM))
 
 
 # ---------------------------------------------------------------- argument pieces (pure)
