@@ -9,7 +9,8 @@ Builds live in the `jitrollingbuild` container as
 `builds/<hash>/<host_os>/<arch>/<build_type>/<jit file>`. Without `-git_hash`,
 `list` and `download` use the baseline of the current checkout (§12.8): the
 newest commits touching the JIT at or before the merge-base with `main`.
-Exit code 0 on success, 1 on any error (one line).
+Exit code 0 on success, 1 on any error (one line); `download` exits 2 when no build of
+the hash(es) tried exists (nothing was downloaded).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Optional, Sequence
 
 from spmi.base import config, logs
 from spmi.base.config import ArgumentParser
-from spmi.commands.rollingbuild import PROG, download_command, list_command, run, upload_command
+from spmi.commands.rollingbuild import PROG, check_list_flags, download_command, list_command, run, upload_command
 from spmi.storage import blobs, uploads
 
 
@@ -34,21 +35,21 @@ def build_parser() -> ArgumentParser:
                          help="build to list (default: the baseline of the current checkout)")
     listing.add_argument("--all", action="store_true", help="every OS, arch and build type of the hash")
     listing.add_argument("--global_all", action="store_true", help="every build of every hash")
-    listing.set_defaults(func=list_command)
+    listing.set_defaults(func=list_command, validate=check_list_flags)
 
     download = subparsers.add_parser("download", parents=[common], help="download the JIT files of a build")
     download.add_argument("-git_hash", metavar="HASH",
                           help="build to download (default: the newest built baseline of the current checkout)")
     download.add_argument("-target_dir", metavar="DIR",
                           help="existing directory to download into (default: <spmi_location>/basejit/...)")
-    download.set_defaults(func=download_command)
+    download.set_defaults(func=download_command, validate=None)
 
     upload = subparsers.add_parser("upload", parents=[common], help="upload the JITs of the product directory")
     upload.add_argument("-git_hash", metavar="HASH", required=True, help="commit the JITs were built from")
     upload.add_argument("--use_latest_jit_change", action="store_true",
                         help="use the newest commit at or before -git_hash that changed src/coreclr/jit")
     uploads.add_credential_options(upload)
-    upload.set_defaults(func=upload_command)
+    upload.set_defaults(func=upload_command, validate=None)
     return parser
 
 

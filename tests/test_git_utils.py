@@ -137,7 +137,7 @@ def test_no_main_remote_branch(tmp_path):
         git_utils.newest_remote_main(repo.path)
     text = str(info.value)
     assert "*/main" in text and "git branch -r" in text and str(repo.path) in text
-    assert "-base_git_hash" in text
+    assert "git fetch origin main" in text
 
 
 def test_unknown_revision_names_the_command(repos):

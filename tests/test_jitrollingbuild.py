@@ -205,8 +205,8 @@ def test_download_git_hash_into_target_dir(cli, repos, storage_account, tmp_path
 def test_nothing_to_download(cli, repos, storage_account, tmp_path):
     result = cli(["download", *LINUX, "-spmi_location", str(tmp_path / "spmi")], cwd=repos.work,
                         storage_url=storage_account.account_url)
-    assert result.returncode == 0
-    assert "Nothing to download" in result.stdout
+    assert result.returncode == 2
+    assert "Error: nothing to download: no linux/x64/Checked build of" in result.stdout
     assert all(repos.c[k] in result.stdout for k in ("m4", "m3", "m1"))
 
 

@@ -23,9 +23,10 @@ PROG = "jitrollingbuild.py"
 CONTAINER = baseline.ROLLING_BUILD_CONTAINER
 
 
-def check_flag_combinations(args: argparse.Namespace) -> None:
-    if args.command != "list":
-        return
+GIT_HASH_ALTERNATIVE = ("-git_hash",)  # names the build without computing the baseline
+
+
+def check_list_flags(args: argparse.Namespace) -> None:
     if args.all and args.global_all:
         raise SuiteError("--all and --global_all cannot be used together; pick one")
     if args.global_all and args.git_hash:
@@ -88,7 +89,7 @@ def list_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def first_candidate(settings: Settings) -> str:
-    return baseline.baseline_candidates(settings.repo_root).candidates[0]
+    return baseline.baseline_candidates(settings.repo_root, alternatives=GIT_HASH_ALTERNATIVE).candidates[0]
 
 
 def download_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -105,8 +106,9 @@ def download_command(args: argparse.Namespace, settings: Settings) -> int:
     else:
         tried, git_hash, names = find_built_candidate(account_url, settings)
     if git_hash is None or not names:
-        log.warning("Nothing to download: no %s build of %s", where, ", ".join(tried))
-        return 0
+        log.error("Error: nothing to download: no %s build of %s; `%s list` shows the builds of a hash "
+                  "(pass -git_hash with one that has a build)", where, ", ".join(tried), PROG)
+        return baseline.NO_ROLLING_BUILD_EXIT_CODE
     destination = target_dir or baseline.basejit_dir(settings.spmi_location, git_hash, settings.host_os,
                                                      settings.arch, settings.build_type)
     prefix = baseline.build_prefix(git_hash, settings.host_os, settings.arch, settings.build_type)
@@ -122,7 +124,7 @@ def build_listing(account_url: str, git_hash: str, settings: Settings) -> List[s
 
 def find_built_candidate(account_url: str, settings: Settings):  # type: ignore[no-untyped-def]
     """The first baseline candidate with a non-empty build listing: (tried, hash, names)."""
-    start = baseline.baseline_candidates(settings.repo_root)
+    start = baseline.baseline_candidates(settings.repo_root, alternatives=GIT_HASH_ALTERNATIVE)
     tried: List[str] = []
     for index, candidate in enumerate(start.candidates, 1):
         log.info("try %d: %s", index, candidate)
@@ -192,8 +194,10 @@ def require_product_dir(settings: Settings) -> Path:
 
 
 def run(args: argparse.Namespace, argv: Optional[Sequence[str]]) -> int:
-    """Run the chosen `jitrollingbuild.py` command after the shared set-up (logging, secrets, settings)."""
-    check_flag_combinations(args)
+    """Run the chosen `jitrollingbuild.py` command after the shared set-up (logging, secrets, settings);
+    its own flag checks (`validate`, set by its parser) come first."""
+    if args.validate is not None:
+        args.validate(args)
     if args.func is upload_command:  # the one command with storage credentials
         for secret in (args.connection_string, args.sas_token, args.account_key):
             redaction.register_secret(secret)

@@ -341,7 +341,8 @@ def download_baseline(options: StageOptions, flavour: str, target: Path) -> str:
             git_utils.fetch_main(repo)
         except SuiteError as exc:
             log.warning("Warning: %s; using the history already fetched", exc)
-    start = baseline.baseline_candidates(repo, None, options.base_git_hash)
+    start = baseline.baseline_candidates(repo, None, options.base_git_hash,
+                                         alternatives=("-base_git_hash", "-base_jit_directory"))
     required = pipeline.required_jit_names(options.host_os, options.host_arch)
     target.mkdir(parents=True, exist_ok=True)
     for index, candidate in enumerate(start.candidates):
@@ -351,6 +352,9 @@ def download_baseline(options: StageOptions, flavour: str, target: Path) -> str:
         if options.storage_url:
             argv += ["-storage_url", options.storage_url]
         result = runner.run(argv, cwd=repo)
+        if result.code == baseline.NO_ROLLING_BUILD_EXIT_CODE:
+            log.info("No %s rolling build of %s", flavour, candidate)
+            continue
         if result.code != 0:
             raise SuiteError(f"'{runner.format_command(argv)}' failed with exit code {result.code}: "
                              f"{_last_line(result.stdout + result.stderr)}")

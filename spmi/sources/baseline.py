@@ -17,7 +17,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 from spmi.base import fsutil
 from spmi.base.config import Settings
@@ -28,6 +28,10 @@ from spmi.storage import blobs, downloads
 log = logging.getLogger("superpmi")
 
 ROLLING_BUILD_CONTAINER = blobs.ROLLING_BUILD_CONTAINER
+#: The flags of the replaying commands that choose a baseline without git.
+BASELINE_ALTERNATIVES = ("-base_git_hash", "-base_jit_path")
+#: `jitrollingbuild.py download` exits with this when no build of the hash(es) tried exists.
+NO_ROLLING_BUILD_EXIT_CODE = 2
 NOT_FIRST_CANDIDATE_WARNING = ("Warning: the baseline found is not built with the first git hash with JIT code "
                                "changes; there may be extraneous diffs")
 _HASH_RE = re.compile(r"^[0-9a-fA-F]{7,64}$")
@@ -112,26 +116,38 @@ class BaselineCandidates:
     explicit: bool = False
 
 
+def pass_one_of(flags: Sequence[str]) -> str:
+    """`pass -a`, `pass -a or -b`, `pass -a, -b or -c`."""
+    if len(flags) == 1:
+        return f"pass {flags[0]}"
+    return f"pass {', '.join(flags[:-1])} or {flags[-1]}"
+
+
 def baseline_candidates(repo: Optional[Path], git_hash: Optional[str] = None,
                         base_git_hash: Optional[str] = None,
-                        count: int = git_utils.DEFAULT_CANDIDATE_COUNT) -> BaselineCandidates:
-    """Steps 2-4 of §12.8; git is not needed when `base_git_hash` is given."""
+                        count: int = git_utils.DEFAULT_CANDIDATE_COUNT,
+                        alternatives: Sequence[str] = BASELINE_ALTERNATIVES) -> BaselineCandidates:
+    """Steps 2-4 of §12.8; git is not needed when `base_git_hash` is given. Errors suggest
+    `alternatives`, the calling command's flags that choose a baseline without git."""
     if base_git_hash:
         chosen = check_hash(base_git_hash, "-base_git_hash")
         log.info("Baseline hash: %s", chosen)
         return BaselineCandidates(baseline_hash=chosen, candidates=[chosen], explicit=True)
     if repo is None:
         raise SuiteError("no git work tree found to compute the baseline; run from a dotnet/runtime clone, "
-                         "or pass -runtime_repo, -base_git_hash or -base_jit_path")
-    current = check_revision(git_hash, "-git_hash") if git_hash else git_utils.rev_parse_head(repo)
-    newest_main = git_utils.newest_remote_main(repo)
-    base = git_utils.merge_base(repo, current, newest_main)
+                         f"or {pass_one_of(['-runtime_repo', *alternatives])}")
+    try:
+        current = check_revision(git_hash, "-git_hash") if git_hash else git_utils.rev_parse_head(repo)
+        newest_main = git_utils.newest_remote_main(repo)
+        base = git_utils.merge_base(repo, current, newest_main)
+    except SuiteError as exc:
+        raise SuiteError(f"{exc}; or {pass_one_of(alternatives)}") from None
     log.debug("Current hash: %s; newest main: %s", current, newest_main)
     log.info("Baseline hash: %s", base)
     candidates = git_utils.jit_change_candidates(repo, base, count)
     if not candidates:
         raise SuiteError(f"No JIT changes found starting with baseline hash {base} in {repo}; "
-                         "pass -base_git_hash or -base_jit_path")
+                         f"{pass_one_of(alternatives)}")
     log.debug("JIT change candidates: %s", " ".join(candidates))
     return BaselineCandidates(baseline_hash=base, candidates=candidates, current_hash=current)
 

@@ -127,7 +127,7 @@ def newest_remote_main(repo: PathLike) -> str:
     newest = parse_newest_main(run_git(repo, args).stdout)
     if newest is None:
         raise SuiteError(f"'{git_command_text(args)}' found no remote branch matching {MAIN_BRANCH_PATTERN} "
-                         f"in {repo}; fetch it (git fetch origin main) or pass -base_git_hash")
+                         f"in {repo}; fetch it (git fetch origin main)")
     return newest
 
 
@@ -140,7 +140,7 @@ def merge_base(repo: PathLike, a: str, b: str) -> str:
         return base
     if result.returncode == 1 and not result.stderr.strip():
         raise SuiteError(f"'{git_command_text(args)}' found no common ancestor in {repo}; "
-                         "fetch more history (git fetch --unshallow origin main) or pass -base_git_hash")
+                         "fetch more history (git fetch --unshallow origin main)")
     raise SuiteError(describe_git_failure(git_command_text(args), Path(repo), result.stderr))
 
 
