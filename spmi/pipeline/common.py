@@ -10,10 +10,10 @@ defined exactly once. Everything here is pure.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from spmi.base import platforms
+from spmi.base import platforms, schema
 
 HOST_ARCHES = ("x64", "x86")
 
@@ -404,3 +404,35 @@ def normalize_os_label(text: str) -> str:
 
 def is_placeholder(text: str) -> bool:
     return text.startswith(EMPTY_PLACEHOLDER)
+
+
+# ---------------------------------------------------------------- the status document
+
+#: Result files larger than this are not read (a work item writes far less).
+MAX_RESULT_FILE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class StatusStep:
+    """One step of a work item as its status document records it (the driver's StepResult)."""
+
+    name: str = "?"
+    exit_code: Optional[int] = None
+    ok: bool = True
+    log: str = ""
+    problems: List[str] = field(default_factory=list)
+    gate: bool = False   # failed because a gate was crossed (memdiff exit code 2)
+
+
+@dataclass
+class WorkItemStatus:
+    """The parts of `superpmi_status_<os>_<arch>.json` the summary reads; other keys are ignored."""
+
+    ok: bool = False
+    steps: List[StatusStep] = field(default_factory=list)
+    repro: Dict[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def from_bytes(data: bytes) -> "WorkItemStatus":
+        """The status from the file's bytes; `schema.SchemaError` says what is wrong."""
+        return schema.build(WorkItemStatus, schema.parse_json(data, MAX_RESULT_FILE_BYTES))

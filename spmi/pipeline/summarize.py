@@ -5,7 +5,6 @@ results, render one overall summary per diff type within the size budgets, and p
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import re
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote
 
-from spmi.base import cioutput, fsutil, platforms
+from spmi.base import cioutput, fsutil, platforms, schema
 from spmi.base.errors import SuiteError
 from spmi.base.untrusted import code_block, escape_html_inline, escape_md_inline, neutralize_commands, sanitize_markdown
 from spmi.formats import details
@@ -84,16 +83,65 @@ def gather_files(directory: Path, type_name: str) -> Dict[Tuple[str, str], Platf
     return {k: v for k, v in found.items() if v.whole or any(p.whole for p in v.parts.values())}
 
 
-def read_text(path: Optional[Path]) -> Optional[str]:
-    """File text; None when absent, unreadable or the `<empty>` placeholder."""
+@dataclass
+class FileRead:
+    """A result file's bytes (None when absent or the `<empty>` placeholder), or why it is unusable."""
+
+    data: Optional[bytes] = None
+    problem: str = ""
+
+
+def read_result_file(path: Optional[Path], limit: int = pipeline.MAX_RESULT_FILE_BYTES) -> FileRead:
+    """Read one result file, refusing what is too big to be one."""
     if path is None:
-        return None
+        return FileRead()
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        size = path.stat().st_size
+        if size > limit:
+            return FileRead(problem=f"{path.name}: {size:,} bytes, more than the {limit:,} a result file may have; "
+                                    "not read")
+        data = path.read_bytes()
     except OSError as exc:
-        log.warning("Warning: cannot read %s: %s", path, exc.strerror)
-        return None
-    return None if pipeline.is_placeholder(text) else text
+        return FileRead(problem=f"{path.name}: cannot be read ({exc.strerror or exc})")
+    if data.startswith(pipeline.EMPTY_PLACEHOLDER.encode("ascii")):
+        return FileRead()
+    return FileRead(data)
+
+
+def decode_markdown(path: Optional[Path]) -> Tuple[Optional[str], str]:
+    """A platform's markdown (sanitized) and the problem with it ('' when none)."""
+    read = read_result_file(path)
+    if read.data is None:
+        return None, read.problem
+    try:
+        return sanitize_markdown(read.data.decode("utf-8-sig")), ""  # untrusted: only the suite's tags stay (§12.20)
+    except UnicodeDecodeError as exc:
+        return None, f"{path.name}: not UTF-8 text (byte {exc.start}); not shown"  # type: ignore[union-attr]
+
+
+def load_status(path: Optional[Path]) -> Tuple[Optional[pipeline.WorkItemStatus], str]:
+    """The work item's status document and the problem with it ('' when none)."""
+    read = read_result_file(path)
+    if read.data is None:
+        return None, read.problem
+    try:
+        return pipeline.WorkItemStatus.from_bytes(read.data), ""
+    except SuiteError as exc:
+        return None, f"{path.name}: not a status document: {exc}"  # type: ignore[union-attr]
+
+
+def load_json_summary(path: Optional[Path], load_summary: Callable[[object, str], object]) -> Tuple[Optional[object], str]:
+    """The platform's JSON summary (through `load_summary(document, source)`) and the problem with it."""
+    read = read_result_file(path)
+    if read.data is None:
+        return None, read.problem
+    try:
+        document = schema.parse_json(read.data, pipeline.MAX_RESULT_FILE_BYTES)
+        return load_summary(document, path.name), ""  # type: ignore[union-attr]
+    except schema.SchemaError as exc:
+        return None, f"{path.name}: not a JSON summary: {exc}"  # type: ignore[union-attr]
+    except SuiteError as exc:
+        return None, str(exc)
 
 
 def is_report(path: Path) -> bool:
@@ -137,12 +185,6 @@ def artifacts_url(environ: Mapping[str, str], github: bool) -> str:
             "&view=artifacts")
 
 
-def read_markdown(path: Optional[Path]) -> Optional[str]:
-    """A work item's markdown, untrusted: only the suite's own tags stay raw (§12.20)."""
-    text = read_text(path)
-    return None if text is None else sanitize_markdown(text)
-
-
 @dataclass
 class PlatformState:
     """What one work item left, and what went wrong in the pipeline (not the replay)."""
@@ -151,16 +193,17 @@ class PlatformState:
     target_arch: str
     markdown: Optional[str] = None
     summary: Optional[object] = None          # asm_model.AsmDiffsSummary for asmdiffs
-    status: Optional[Dict[str, object]] = None
+    status: Optional[pipeline.WorkItemStatus] = None
     problems: List[str] = field(default_factory=list)
+    unreadable: List[str] = field(default_factory=list)  # summary files present but unusable (why, which)
     expected: bool = True
     type_name: str = ""      # the diff type summarized; '' = every step of the work item counts
     html_report: str = ""    # file name of the HTML diff explorer the work item left ('' for none)
-    part_statuses: List[Dict[str, object]] = field(default_factory=list)  # a target over several work items
+    part_statuses: List[pipeline.WorkItemStatus] = field(default_factory=list)  # a target over several work items
     part_reports: List[Tuple[Part, str]] = field(default_factory=list)    # their HTML reports
 
     @property
-    def statuses(self) -> List[Mapping[str, object]]:
+    def statuses(self) -> List[pipeline.WorkItemStatus]:
         if self.part_statuses:
             return list(self.part_statuses)
         return [self.status] if self.status is not None else []
@@ -171,23 +214,29 @@ class PlatformState:
 
     @property
     def missing(self) -> bool:
+        """Nothing came back (an unusable file is reported as such, not as missing)."""
+        return self.markdown is None and self.summary is None and not self.unreadable
+
+    @property
+    def without_results(self) -> bool:
+        """No summary to show: missing, or present but unusable."""
         return self.markdown is None and self.summary is None
 
     @property
     def work_item_failed(self) -> bool:
         """A step of this type (or a shared one, such as download) failed (in any of its work items)."""
         for status in self.statuses:
-            if not status.get("steps"):
-                if not status.get("ok", False):
+            if not status.steps:
+                if not status.ok:
                     return True
-            elif any(not step.get("ok", True) for step in relevant_steps(status, self.type_name)):
+            elif any(not step.ok for step in relevant_steps(status, self.type_name)):
                 return True
         return False
 
     @property
     def gate_failed(self) -> bool:
         """A step of this type crossed its gate (memdiff: BytesAllocated grew too much)."""
-        return any(step.get("gate") and not step.get("ok", True)
+        return any(step.gate and not step.ok
                    for status in self.statuses for step in relevant_steps(status, self.type_name))
 
     @property
@@ -199,15 +248,14 @@ class PlatformState:
         return self.missing or self.work_item_failed or bool(self.problems) or self.replay_problems
 
 
-def relevant_steps(status: Mapping[str, object], type_name: str = "") -> List[Dict[str, object]]:
+def relevant_steps(status: pipeline.WorkItemStatus, type_name: str = "") -> List[pipeline.StatusStep]:
     """The work item's steps that matter for `type_name`: its own and the shared ones."""
-    steps = [s for s in (status.get("steps") or []) if isinstance(s, dict)]  # type: ignore[union-attr]
     if not type_name:
-        return steps
-    return [s for s in steps if pipeline.step_type(str(s.get("name", ""))) in (None, type_name)]
+        return list(status.steps)
+    return [s for s in status.steps if pipeline.step_type(s.name) in (None, type_name)]
 
 
-def status_problems(status: Optional[Mapping[str, object]], limit: int = MAX_PROBLEMS_PER_PLATFORM,
+def status_problems(status: Optional[pipeline.WorkItemStatus], limit: int = MAX_PROBLEMS_PER_PLATFORM,
                     brief: bool = False, type_name: str = "") -> List[str]:
     """The failed steps (of `type_name` and shared ones) of a work item as short lines
     (`brief`: one line per step, no details). A crossed gate is stated as such."""
@@ -215,11 +263,11 @@ def status_problems(status: Optional[Mapping[str, object]], limit: int = MAX_PRO
         return []
     lines: List[str] = []
     for step in relevant_steps(status, type_name):
-        if step.get("ok", True):
+        if step.ok:
             continue
-        head = f"{step.get('name', '?')} failed (exit code {step.get('exit_code')})"
-        problems = [str(p) for p in step.get("problems", []) or []]  # type: ignore[union-attr]
-        if step.get("gate") and problems:
+        head = f"{step.name} failed (exit code {step.exit_code})"
+        problems = list(step.problems)
+        if step.gate and problems:
             lines.extend(problems[:1] if brief else problems)
             continue
         if brief:
@@ -233,9 +281,10 @@ def status_problems(status: Optional[Mapping[str, object]], limit: int = MAX_PRO
 
 
 def build_states(files: Mapping[Tuple[str, str], PlatformFiles], expected: Sequence[Tuple[str, str]],
-                 load_summary: Optional[Callable[[str, str], object]], type_name: str = "") -> List[PlatformState]:
+                 load_summary: Optional[Callable[[object, str], object]], type_name: str = "") -> List[PlatformState]:
     """One state per expected platform (MISSING when nothing came back) plus any others found;
-    only the status steps of `type_name` (and shared steps) count against a platform."""
+    only the status steps of `type_name` (and shared steps) count against a platform.
+    `load_summary(document, source)` makes the JSON summary (asmdiffs) from parsed JSON."""
     keys = list(expected) + sorted(k for k in files if k not in expected)
     states = []
     for key in keys:
@@ -265,22 +314,18 @@ def build_states(files: Mapping[Tuple[str, str], PlatformFiles], expected: Seque
 
 
 def read_work_item(state: PlatformState, entry: PlatformFiles,
-                   load_summary: Optional[Callable[[str, str], object]]) -> None:
-    """What one work item left: its markdown, HTML report, status and (when loadable) JSON summary."""
-    state.markdown = read_markdown(entry.markdown)
+                   load_summary: Optional[Callable[[object, str], object]]) -> None:
+    """What one work item left: its markdown, HTML report, status and (when loadable) JSON summary;
+    a file that cannot be used is a problem naming it (a summary file also goes to `unreadable`)."""
+    state.markdown, markdown_problem = decode_markdown(entry.markdown)
     state.html_report = entry.html.name if entry.html is not None and is_report(entry.html) else ""
-    status_text = read_text(entry.status)
-    if status_text is not None:
-        try:
-            state.status = json.loads(status_text)
-        except ValueError:
-            state.problems.append(f"{entry.status.name} is not valid JSON")  # type: ignore[union-attr]
-    json_text = read_text(entry.summary_json)
-    if json_text is not None and load_summary is not None:
-        try:
-            state.summary = load_summary(json_text, str(entry.summary_json))
-        except SuiteError as exc:
-            state.problems.append(str(exc))
+    state.status, status_problem = load_status(entry.status)
+    summary_problem = ""
+    if load_summary is not None:
+        state.summary, summary_problem = load_json_summary(entry.summary_json, load_summary)
+    state.unreadable = [p for p in (summary_problem, markdown_problem) if p]
+    state.problems.extend([status_problem] if status_problem else [])
+    state.problems.extend(state.unreadable)
 
 
 def part_list(entry: PlatformFiles) -> List[Part]:
@@ -290,7 +335,7 @@ def part_list(entry: PlatformFiles) -> List[Part]:
 
 
 def merge_parts(state: PlatformState, entry: PlatformFiles,
-                load_summary: Optional[Callable[[str, str], object]]) -> None:
+                load_summary: Optional[Callable[[object, str], object]]) -> None:
     """A target spread over several work items, as one platform: the parts' JSON summaries
     merged into what one work item for all the collections writes (asmdiffs: the summary;
     tpdiff/memdiff/metricdiff: the merged run and the markdown rendered from it). A part that left nothing
@@ -302,7 +347,7 @@ def merge_parts(state: PlatformState, entry: PlatformFiles,
         piece = PlatformState(entry.target_os, entry.target_arch, type_name=state.type_name)
         read_work_item(piece, files, load_summary)
         state.problems.extend(f"{part.label}: {problem}" for problem in piece.problems)
-        state.part_statuses.append(piece.status if piece.status is not None else {"ok": False, "steps": []})
+        state.part_statuses.append(piece.status if piece.status is not None else pipeline.WorkItemStatus(ok=False))
         if piece.html_report:
             state.part_reports.append((part, piece.html_report))
         if load_summary is not None:
@@ -316,7 +361,7 @@ def merge_parts(state: PlatformState, entry: PlatformFiles,
             documents.append(document)
         else:
             state.problems.append(f"{part.label}: the work item left no summary")
-    state.status = next((s for s in state.part_statuses if s.get("steps")), None)
+    state.status = next((s for s in state.part_statuses if s.steps), None)
     if summaries:
         combine_summaries(state, summaries)
     elif documents:
@@ -343,12 +388,13 @@ def combine_summaries(state: PlatformState, summaries: Sequence[object]) -> None
 
 
 def metric_document(files: PlatformFiles) -> Optional[Dict[str, object]]:
-    text = read_text(files.summary_json)
-    if text is None:
+    """A part's tpdiff/memdiff JSON document (None when absent or unusable)."""
+    read = read_result_file(files.summary_json)
+    if read.data is None:
         return None
     try:
-        document = json.loads(text)
-    except ValueError:
+        document = schema.parse_json(read.data, pipeline.MAX_RESULT_FILE_BYTES)
+    except schema.SchemaError:
         return None
     return document if isinstance(document, dict) else None
 
@@ -359,12 +405,16 @@ def render_metric_documents(documents: Sequence[Mapping[str, object]]) -> str:
     return metric_report.render(run, True, details.metric_direction)
 
 
-def load_metric_summary(text: str, source: str) -> object:
-    """A tpdiff/memdiff/metricdiff JSON summary (for the headline table); SuiteError when unreadable."""
+def load_metric_summary(document: object, source: str) -> object:
+    """A tpdiff/memdiff/metricdiff JSON summary (for the headline table) from parsed JSON;
+    SuiteError when it does not have that shape."""
+    if not isinstance(document, dict):
+        raise SuiteError(f"{source}: not a metric diff JSON summary (expected an object, not "
+                         f"{schema.kind_name(document)})")
     try:
-        return metric_model.run_from_json(json.loads(text))
-    except ValueError as exc:
-        raise SuiteError(f"{source}: not a metric diff JSON summary ({exc})") from None
+        return metric_model.run_from_json(document)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise SuiteError(f"{source}: not a metric diff JSON summary ({type(exc).__name__}: {exc})") from None
 
 
 def title_for(diff_type: DiffType, platform: str, arch: str) -> str:
@@ -388,6 +438,8 @@ def pipeline_box(states: Sequence[PlatformState]) -> str:
     for state in bad:
         if state.missing:
             result = colored("#d35400", "MISSING")
+        elif state.unreadable and state.without_results:
+            result = colored("red", "unreadable")
         else:
             result = colored("red", "memory gate" if state.gate_failed else "failed")
         problems = [p for p in state.problems if not p.startswith("MISSING:")] or ["see the logs"]
@@ -396,13 +448,15 @@ def pipeline_box(states: Sequence[PlatformState]) -> str:
 
 
 def missing_section(state: PlatformState) -> str:
-    """The section of a platform whose work item left no summary."""
+    """The section of a platform whose work item left no summary (or none that can be used)."""
     label = escape_md_inline(state.label)
-    text = f"## {label}\n\nMISSING: no {label} results came back"
+    if state.missing:
+        text = f"## {label}\n\nMISSING: no {label} results came back"
+    else:
+        text = f"## {label}\n\nUNREADABLE: the {label} results cannot be used"
     problems = [p for p in state.problems if not p.startswith("MISSING:")]
     text += (": " + escape_md_inline(problems[0]) + "\n") if problems else ".\n"
-    repro = ((state.status or {}).get("repro") or {})
-    command = repro.get(state.type_name or "asmdiffs") if isinstance(repro, dict) else None
+    command = state.status.repro.get(state.type_name or "asmdiffs") if state.status else None
     if command:
         text += f"\nTo reproduce:\n\n{code_block([str(command)])}\n"
     return text + "\n---\n\n"
@@ -422,7 +476,7 @@ def render_asmdiffs(states: Sequence[PlatformState], title: str, budget: int, sh
     after the problems and the impact) + the other sections, within `budget`."""
     with_summary = [s for s in states if s.summary is not None]
     markdown_only = [s for s in states if s.summary is None and s.markdown is not None]
-    missing = [s for s in states if s.missing]
+    missing = [s for s in states if s.without_results]
     head = f"# {title}\n\n" + pipeline_box(states)
     tail = reports + "".join(markdown_section(s) for s in markdown_only) + "".join(missing_section(s) for s in missing)
     if not with_summary:
@@ -455,7 +509,7 @@ def render_metric_type(states: Sequence[PlatformState], diff_type: DiffType, tit
     for state in present:
         sections.append(md.Section(markdown_section(state), drop_rank=1, title=state.label))
     for state in states:
-        if state.missing:
+        if state.without_results:
             sections.append(md.Section(missing_section(state)))
 
     def note(titles: List[str]) -> str:
@@ -582,7 +636,7 @@ def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: st
     load_summary: Callable[[str, str], object]
     if diff_type.name == "asmdiffs":
         from spmi.reports import asm_model
-        load_summary = asm_model.AsmDiffsSummary.from_json
+        load_summary = asm_model.AsmDiffsSummary.from_document
     else:
         load_summary = load_metric_summary
     states = build_states(gather_files(directory, diff_type.name), expected_platforms(arch), load_summary,

@@ -11,8 +11,9 @@ import json
 import math
 import uuid
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Type, TypeVar
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from spmi.base import schema
 from spmi.base.errors import SuiteError
 
 FORMAT_NAME = "superpmi-asmdiffs-summary"
@@ -354,8 +355,8 @@ class AsmDiffsSummary:
     def from_json(text: str, source: str = "<json>") -> "AsmDiffsSummary":
         try:
             document = json.loads(text)
-        except ValueError as exc:
-            raise SuiteError(f"{source}: not a JSON summary ({exc})") from None
+        except (ValueError, RecursionError) as exc:
+            raise SuiteError(f"{source}: not a JSON summary ({type(exc).__name__}: {exc})") from None
         return AsmDiffsSummary.from_document(document, source)
 
     @staticmethod
@@ -368,8 +369,8 @@ class AsmDiffsSummary:
             raise SuiteError(f"{source}: asmdiffs JSON summary version {version} is not supported "
                              f"(this suite reads version {FORMAT_VERSION})")
         try:
-            return _build(AsmDiffsSummary, document["summary"])
-        except (KeyError, TypeError, ValueError) as exc:
+            return schema.build(AsmDiffsSummary, document.get("summary"), "summary")
+        except schema.SchemaError as exc:
             raise SuiteError(f"{source}: malformed asmdiffs JSON summary ({exc})") from None
 
 
@@ -422,50 +423,9 @@ def merge_summaries(summaries: Iterable[AsmDiffsSummary]) -> MergedSummary:
 
 # ---------------------------------------------------------------- JSON reading
 
-T = TypeVar("T")
-
-# Nested record types per (class, field): (type, is_list).
-_NESTED: Dict[Tuple[type, str], Tuple[type, bool]] = {}
-
-
-def _register_nested() -> None:
-    _NESTED.update({
-        (CollectionAggregates, "minopts"): (Aggregate, False),
-        (CollectionAggregates, "fullopts"): (Aggregate, False),
-        (CollectionAggregates, "diff_stats"): (DiffListStats, False),
-        (AssertGroup, "instances"): (AssertInstance, True),
-        (CollectionReport, "aggregates"): (CollectionAggregates, False),
-        (CollectionReport, "examples"): (ExampleDiff, True),
-        (CollectionReport, "status"): (ReplayStatus, False),
-        (CollectionReport, "asserts"): (AssertGroup, True),
-        (CollectionReport, "diff_rows"): (DiffRows, False),
-        (AsmDiffsSummary, "jit_options"): (JitOptions, False),
-        (AsmDiffsSummary, "collections"): (CollectionReport, True),
-    })
-
-
 def _get(document: Any, key: str) -> Any:
     return document.get(key) if isinstance(document, dict) else None
 
-
-def _build(cls: Type[T], data: Mapping[str, Any]) -> T:
-    """Make a record from its `asdict` form; unknown keys are ignored, missing ones default."""
-    if not isinstance(data, dict):
-        raise TypeError(f"{cls.__name__} must be an object, not {type(data).__name__}")
-    values: Dict[str, Any] = {}
-    for f in fields(cls):  # type: ignore[arg-type]
-        if f.name not in data:
-            continue
-        value = data[f.name]
-        nested = _NESTED.get((cls, f.name))
-        if nested is not None:
-            kind, is_list = nested
-            value = [_build(kind, item) for item in value] if is_list else _build(kind, value)
-        values[f.name] = value
-    return cls(**values)
-
-
-_register_nested()
 
 __all__ = [
     "Aggregate", "AsmDiffsSummary", "AssertGroup", "AssertInstance", "CollectionAggregates",

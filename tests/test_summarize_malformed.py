@@ -1,0 +1,146 @@
+"""One malformed result file makes its platform a row that says what is wrong; the rest is
+still summarized (`superpmi_asmdiffs_summarize.py` as a process)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable, Dict
+
+import pytest
+
+from spmi.base import schema
+from spmi.pipeline import common as pipeline
+from spmi.reports.asm_model import Aggregate, AsmDiffsSummary, CollectionAggregates, CollectionReport
+
+REPO = Path(__file__).resolve().parent.parent
+GOOD_COLLECTION = "libraries.pmi.linux.x64.checked.mch"
+DEEP = 100_000
+
+
+def good_summary() -> AsmDiffsSummary:
+    rows = Aggregate(base_successes=10, diff_successes=10, diffed_contexts=10, contexts_with_diffs=2,
+                     base_code_bytes=1000, diff_code_bytes=990, base_perfscore=100.0, diff_perfscore=99.0)
+    collection = CollectionReport(GOOD_COLLECTION, aggregates=CollectionAggregates(fullopts=rows))
+    return AsmDiffsSummary("linux", "x64", repro_command="python superpmi.py asmdiffs -target_os linux",
+                           collections=[collection])
+
+
+def bad_types_summary() -> bytes:
+    document = good_summary().to_document()
+    document["summary"]["collections"][0]["aggregates"]["minopts"]["base_successes"] = "ten"
+    return json.dumps(document).encode()
+
+
+def huge(path: Path) -> None:
+    with open(path, "wb") as handle:  # sparse: the size counts, not the blocks
+        handle.truncate(pipeline.MAX_RESULT_FILE_BYTES + 1)
+
+
+STATUS = pipeline.status_name("windows", "x64")
+SUMMARY_JSON = pipeline.summary_json_name("asmdiffs", "windows", "x64")
+SUMMARY_MD = pipeline.summary_md_name("asmdiffs", "windows", "x64")
+
+# name -> (file, how to write it, what the row must say)
+CASES: Dict[str, tuple] = {
+    "status is a list": (STATUS, b"[]", "not a status document: expected an object, not a list"),
+    "status with wrong types": (STATUS, b'{"ok": "yes", "steps": [{"name": "asmdiffs", "ok": 1}]}',
+                                "not a status document: ok: expected true/false, not a string"),
+    "status step not an object": (STATUS, b'{"ok": false, "steps": [["x"]]}',
+                                  "steps[0]: expected an object, not a list"),
+    "status nested deeply": (STATUS, b'{"steps": ' + b"[" * DEEP + b"]" * DEEP + b"}", "nested too deeply to read"),
+    "status not UTF-8": (STATUS, b'{"ok": "\xff\xfe"}', "not UTF-8 text (byte 8)"),
+    "status NaN": (STATUS, b'{"ok": true, "steps": [{"exit_code": NaN}]}', "NaN is not a JSON number"),
+    "status huge": (STATUS, huge, f"more than the {pipeline.MAX_RESULT_FILE_BYTES:,} a result file may have"),
+    "summary is a list": (SUMMARY_JSON, b"[]", "not an asmdiffs JSON summary"),
+    "summary with wrong types": (SUMMARY_JSON, bad_types_summary,
+                                 "summary.collections[0].aggregates.minopts.base_successes: expected an integer, "
+                                 "not a string"),
+    "summary nested deeply": (SUMMARY_JSON, b"[" * DEEP + b"]" * DEEP, "nested too deeply to read"),
+    "summary not UTF-8": (SUMMARY_JSON, b"\xc3\x28", "not UTF-8 text (byte 0)"),
+    "summary huge": (SUMMARY_JSON, huge, "not read"),
+    "markdown not UTF-8": (SUMMARY_MD, b"# fine\n\xff\n", "not UTF-8 text (byte 7); not shown"),
+}
+
+
+def write_results(directory: Path, name: str, content) -> None:  # type: ignore[no-untyped-def]
+    good = directory / "linux-x64"
+    good.mkdir(parents=True)
+    (good / pipeline.summary_json_name("asmdiffs", "linux", "x64")).write_text(good_summary().to_json())
+    (good / pipeline.status_name("linux", "x64")).write_text(json.dumps({"ok": True, "steps": []}))
+    bad = directory / "windows-x64"
+    bad.mkdir()
+    path = bad / name
+    if callable(content) and content is huge:
+        content(path)
+    else:
+        path.write_bytes(content() if callable(content) else content)
+
+
+def run_summarize(directory: Path, *extra: str) -> subprocess.CompletedProcess:
+    argv = [sys.executable, str(REPO / "superpmi_asmdiffs_summarize.py"), "-diff_summary_dir", str(directory),
+            "-arch", "x64", "-platform", "windows", "-type", "asmdiffs", *extra]
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_STEP_SUMMARY",)}
+    env["TF_BUILD"] = "True"
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_malformed_file_becomes_a_row_and_the_rest_is_summarized(tmp_path: Path, case: str) -> None:
+    name, content, expected = CASES[case]
+    write_results(tmp_path, name, content)
+    proc = run_summarize(tmp_path)
+    assert proc.returncode == 0, proc.stderr   # the script's rule: 1 only for bad arguments
+    assert "unexpected" not in proc.stderr and "Traceback" not in proc.stderr
+    text = (tmp_path / "1_overall_asmdiffs_summary_windows_x64.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("|windows x64|")]
+    assert len(rows) == 1, text[:3000]
+    assert name in rows[0] and expected in rows[0], rows[0]
+    assert GOOD_COLLECTION in text, "the good platform is still summarized"
+    assert "\n## linux x64\n" in text and "python superpmi.py asmdiffs -target_os linux" in text
+    issues = [line for line in proc.stdout.splitlines() if line.startswith("##vso[task.logissue type=error]")]
+    assert any("asmdiffs on windows x64:" in line and name in line for line in issues), issues
+    assert not any("linux x64" in line for line in issues)
+
+
+def test_malformed_markdown_of_a_metric_type_is_reported(tmp_path: Path) -> None:
+    (tmp_path / pipeline.summary_md_name("tpdiff", "windows", "x64")).write_bytes(b"\xff\xfe tp")
+    (tmp_path / pipeline.summary_md_name("tpdiff", "linux", "x64")).write_text("linux tp numbers\n")
+    proc = subprocess.run([sys.executable, str(REPO / "superpmi_asmdiffs_summarize.py"), "-diff_summary_dir",
+                           str(tmp_path), "-arch", "x64", "-platform", "windows", "-type", "tpdiff"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "2_overall_tpdiff_summary_windows_x64.md").read_text(encoding="utf-8")
+    assert "linux tp numbers" in text
+    assert "UNREADABLE: the windows x64 results cannot be used: superpmi_tpdiff_summary_windows_x64.md: " \
+           "not UTF-8 text (byte 0)" in text
+
+
+# ---------------------------------------------------------------- the schema checks (pure)
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: schema.build(pipeline.WorkItemStatus, {"steps": [{"problems": ["a", 3]}]}),
+     "steps[0].problems[1]: expected a string, not an integer"),
+    (lambda: schema.build(pipeline.WorkItemStatus, {"repro": {"asmdiffs": None}}),
+     "repro.asmdiffs: expected a string, not null"),
+    (lambda: schema.build(pipeline.WorkItemStatus, {"steps": [{"exit_code": True}]}),
+     "steps[0].exit_code: expected an integer, not true/false"),
+    (lambda: schema.build(AsmDiffsSummary, {"target_os": "linux"}), "target_arch: missing"),
+    (lambda: schema.build(Aggregate, {"base_perfscore": 1e400}), "base_perfscore: expected a finite number"),
+])
+def test_schema_names_the_place(make: Callable[[], object], message: str) -> None:
+    with pytest.raises(schema.SchemaError) as info:
+        make()
+    assert str(info.value) == message or str(info.value).startswith(message)
+
+
+def test_schema_builds_records_and_ignores_unknown_keys() -> None:
+    status = schema.build(pipeline.WorkItemStatus, {"ok": True, "version": 3, "steps": [
+        {"name": "download", "exit_code": None, "ok": True, "extra": [1]}], "repro": {"asmdiffs": "cmd"}})
+    assert status == pipeline.WorkItemStatus(ok=True, steps=[pipeline.StatusStep(name="download")],
+                                             repro={"asmdiffs": "cmd"})
+    document = json.loads(good_summary().to_json())
+    assert AsmDiffsSummary.from_document(document) == good_summary()
+    assert schema.build(Aggregate, {"base_perfscore": 3}).base_perfscore == 3.0
