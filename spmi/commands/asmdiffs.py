@@ -244,6 +244,8 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
     log.info("Running asm diffs of %s", mch)  # the command line: runner's "Invoking:" in the log
     timeout = job.options.run_timeout()
     run = superpmi_tool.run_superpmi(argv, job.core_root, timeout)
+    replay_steps.stop_if_jit_unloadable(run, [("base JIT", job.base_jit), ("diff JIT", job.diff_jit)],
+                                        job.superpmi, mch, job.core_root, job.settings)
     # the failing contexts, so that the digest notes which of them only missed data
     digest, problem = load_digest(files.details_csv, run, superpmi_tool.read_mcl(files.fail_mcl))
     counts = None

@@ -269,6 +269,8 @@ def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRu
     log.info("")
     log.info("%s %s", "Measuring throughput of" if job.kind == TPDIFF else "Measuring JIT metrics of", mch)
     spmi_run = run_measurement(argv, job.core_root, job.options.timeout)
+    replay_steps.stop_if_jit_unloadable(spmi_run, [("base JIT", job.base_jit), ("diff JIT", job.diff_jit)],
+                                        job.superpmi, mch, job.core_root, job.settings)
     digest = interpret_run(spmi_run, mch, files, job, run)
     if digest is None:
         return

@@ -25,6 +25,7 @@ from spmi.steps.replay_steps import (
     report_asserts,
     repro_command_prefix,
     shortfall_check,
+    stop_if_jit_unloadable,
 )
 from spmi.tools import jit_build, superpmi_tool
 from spmi.tools.superpmi_tool import RunOptions, SuperpmiInvocation
@@ -105,6 +106,7 @@ def replay_collection(ctx: ReplayContext, mch: Path, core_root: Path) -> Collect
     log.info("Replaying %s", mch)  # the command line: runner's "Invoking:" in the log
     timeout = ctx.options.run_timeout()
     run = superpmi_tool.run_superpmi(argv, core_root, timeout)
+    stop_if_jit_unloadable(run, [("JIT", ctx.jit)], ctx.superpmi, mch, core_root, ctx.settings)
     outcome = finish_run(run, mch, files, diff_mode=False, timeout=timeout,
                          shortfall=shortfall_check(ctx.options, mch), timeout_flag=ctx.options.timeout_flag(timeout))
     if outcome.verdict.kind is superpmi_tool.ResultKind.FAILURES and ctx.options.produce_repro:

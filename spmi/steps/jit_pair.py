@@ -6,6 +6,8 @@ for turning them into two checked, distinct JIT files for the target.
 from __future__ import annotations
 
 import argparse
+import filecmp
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,8 @@ from spmi.base.errors import SuiteError
 from spmi.sources import baseline
 from spmi.tools import jit_build
 from spmi.tools.superpmi_tool import JitPairOptions
+
+log = logging.getLogger("superpmi")
 
 
 def add_jit_pair_options(parser: argparse.ArgumentParser, title: str = "JIT options") -> None:
@@ -62,6 +66,18 @@ def same_file(a: Path, b: Path) -> bool:
         return os.path.normcase(str(a.resolve())) == os.path.normcase(str(b.resolve()))
 
 
+def warn_if_identical(base: Path, diff: Path) -> bool:
+    """Two copies of one JIT can show no diffs at all; say so (True when identical)."""
+    try:
+        identical = filecmp.cmp(base, diff, shallow=False)
+    except OSError:
+        return False
+    if identical:
+        log.warning("Warning: the base JIT %s and the diff JIT %s are byte-identical; no diffs are possible",
+                    base, diff)
+    return identical
+
+
 def resolve_jit_pair(args: argparse.Namespace, settings: config.Settings,
                      jit_name: Optional[str] = None) -> JitPair:
     """Diff JIT (flag or Core_Root), baseline JIT (flag or rolling build), both checked.
@@ -81,6 +97,7 @@ def resolve_jit_pair(args: argparse.Namespace, settings: config.Settings,
     if same_file(base, diff):
         raise SuiteError(f"the base and diff JIT are the same file ({diff}); pass a different -base_jit_path "
                          "or -diff_jit_path")
+    warn_if_identical(base, diff)
     base_info = jit_build.check_jit_target(base, "base JIT", settings.target_os, settings.target_arch)
     diff_info = jit_build.check_jit_target(diff, "diff JIT", settings.target_os, settings.target_arch)
     return JitPair(base, diff, choice, base_info, diff_info)

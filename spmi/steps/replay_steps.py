@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
-from spmi.base import cioutput, config
+from spmi.base import cioutput, config, runner
+from spmi.base.errors import SuiteError
 from spmi.formats import details
 from spmi.tools import superpmi_tool
 from spmi.tools.superpmi_tool import AssertInstance, ResultKind, SuperpmiInvocation, Verdict
@@ -189,3 +190,38 @@ def attach_repros(outcome: CollectionOutcome, temp_dir: Path, settings: config.S
     outcome.repro_lines = superpmi_tool.repro_report(outcome.repros, command_prefix, settings.host_os)
     for line in outcome.repro_lines:
         log.info("%s", line)
+
+
+# ---------------------------------------------------------------- JITs superpmi cannot load
+
+def stop_if_jit_unloadable(run: superpmi_tool.SuperpmiRun, jits: Sequence[Tuple[str, Path]], superpmi: Path,
+                           mch: Path, core_root: Path, settings: config.Settings) -> None:
+    """A JIT superpmi cannot load fails every collection alike: stop now with one line naming it.
+
+    `jits` are (role, path), e.g. ("base JIT", ...); with two, each is probed alone on the
+    collection's first context to tell which one superpmi cannot load (§2.8.5 names neither).
+    """
+    error = superpmi_tool.jit_load_error(run.stdout + "\n" + run.stderr)
+    if error is None:
+        return
+    culprits: List[Tuple[str, Path, str]] = []
+    for role, path in jits:
+        own = error if len(jits) == 1 else probe_jit_load(superpmi, path, mch, core_root, settings)
+        if own:
+            culprits.append((role, path, own))
+    if not culprits:  # the probes loaded both: name the pair with the first run's message
+        culprits = [(role, path, error) for role, path in jits]
+    raise SuiteError(unloadable_jit_message(culprits, mch))
+
+
+def probe_jit_load(superpmi: Path, jit: Path, mch: Path, core_root: Path, settings: config.Settings) -> Optional[str]:
+    """The load error superpmi reports for `jit` alone (None when it loads)."""
+    argv = superpmi_tool.build_load_probe_argv(superpmi, jit, mch, settings.arch, settings.target_arch)
+    result = runner.run(argv, cwd=core_root, log_output=False)
+    return superpmi_tool.jit_load_error(result.stdout + "\n" + result.stderr)
+
+
+def unloadable_jit_message(culprits: Sequence[Tuple[str, Path, str]], mch: Path) -> str:
+    named = " and ".join(f"the {role} '{path}' ({error})" for role, path, error in culprits)
+    return (f"superpmi cannot load {named}; stopped after {mch.name}. Pass a JIT built for this host and "
+            "the target, with the same JIT-EE version as superpmi")

@@ -423,6 +423,24 @@ def missing_message(counts: ContextCounts, diff_mode: bool) -> str:
     return f"SuperPMI encountered missing data for {counts.missing} out of {counts.total} contexts"
 
 
+#: §2.8.5: what superpmi prints when a JIT cannot be loaded or initialised (then exit -2; in
+#: parallel mode the workers' -2 reaches the parent as -1, their stderr is copied).
+JIT_LOAD_ERROR_RE = re.compile(r"^ERROR: (LoadLibrary failed.*|GetProcAddress '[^']*' failed.*|"
+                               r"Startup of JIT\(.*\) failed.*|Jit Compiler has wrong version identifier\..*)$",
+                               re.MULTILINE)
+
+
+def jit_load_error(output: str) -> Optional[str]:
+    """The first JIT load/initialisation failure superpmi reported (§2.8.5), without `ERROR: `."""
+    match = JIT_LOAD_ERROR_RE.search(output)
+    return match.group(1).strip() if match else None
+
+
+def build_load_probe_argv(superpmi: Path, jit: Path, mch: Path, host_arch: str, target_arch: str) -> List[str]:
+    """`superpmi -c 1 [-target] <jit> <mch>`: loads the JIT at the first context, nothing else (§2.8.5)."""
+    return [str(superpmi), "-v", "ew", "-c", "1", *target_flags(host_arch, target_arch), str(jit), str(mch)]
+
+
 def first_missing_context(reached: Sequence[int]) -> int:
     done = set(reached)
     number = 1
