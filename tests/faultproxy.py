@@ -7,6 +7,7 @@ unchanged unless a rule matches. Rules (each fires `times` times, then passes):
 * `reset_mid_body(after)` - send the headers and `after` body bytes, then reset the connection
 * `short_body(missing)`  - keep Content-Length but send `missing` fewer bytes and close
 * `wrong_md5()`          - replace the Content-MD5 response header with a wrong one
+* `corrupt_body()`       - flip the bits of the first body byte (headers unchanged)
 
 `per_connection_bytes_per_second` and `latency_seconds` throttle every response (each
 connection on its own, like a long-distance TCP stream) for benchmarks.
@@ -76,6 +77,9 @@ class FaultProxy:
 
     def wrong_md5(self, times: int = 1000, method: Optional[str] = None, path_contains: str = "") -> Rule:
         return self.add(Rule("md5", times, method, path_contains))
+
+    def corrupt_body(self, times: int = 1, path_contains: str = "") -> Rule:
+        return self.add(Rule("corrupt", times, "GET", path_contains))
 
     def clear(self) -> None:
         with self.lock:
@@ -214,6 +218,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 break
             if limit is not None and sent + len(block) > limit:
                 block = block[:limit - sent]
+            if rule is not None and rule.kind == "corrupt" and sent == 0 and block:
+                block = bytes([block[0] ^ 0xFF]) + block[1:]
             if block:
                 self.wfile.write(block)
                 sent += len(block)

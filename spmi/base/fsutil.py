@@ -112,12 +112,21 @@ def atomic_write_bytes(path: Path, data: bytes, make_parents: bool = True) -> No
             handle.write(data)
         os.chmod(tmp, platforms.default_file_mode())  # mkstemp makes it 0600
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise with_file_name(exc, path) from exc
         raise
+
+
+def with_file_name(exc: OSError, path: PathLike) -> OSError:
+    """`exc` naming `path` when it names no file (a failed write(), e.g. ENOSPC, names none)."""
+    if exc.filename is not None:
+        return exc
+    return OSError(exc.errno, exc.strerror or str(exc), os.fspath(path))
 
 
 def atomic_write_text(path: Path, text: str, make_parents: bool = True) -> None:

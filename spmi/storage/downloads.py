@@ -72,6 +72,7 @@ class DownloadItem:
 DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
 DEFAULT_MAX_WORKERS = 8
 _READ_SIZE = 256 * 1024
+CORRUPT_BODY_RETRIES = 1  # a body whose MD5 does not match is downloaded once more within the run
 
 
 def download_files(items: Sequence[DownloadItem], show_progress: bool = False,
@@ -120,6 +121,14 @@ class _FileJob:
         self.hashed_chunks = 0
         self.hash_lock = threading.Lock()
         self.written: Set[int] = set()  # chunks complete in the file (their writer closed it)
+        self.body_retries = 0  # whole downloads repeated because the MD5 did not match
+
+    def restart(self) -> int:
+        """Forget everything downloaded (the `.part` is gone) and start the file afresh."""
+        self.body_retries += 1
+        self.md5 = hashlib.md5() if self.info.content_md5 else None
+        self.hashed_chunks = 0
+        return self.prepare()
 
     @property
     def chunk_count(self) -> int:
@@ -152,8 +161,11 @@ class _FileJob:
                 log.info("Resuming %s from %d of %d bytes", self.item.name, resumed, self.info.length)
         else:
             _remove_quietly(self.part)
-            with self.part.open("wb") as handle:
-                handle.truncate(self.info.length)
+            try:
+                with self.part.open("wb") as handle:
+                    handle.truncate(self.info.length)
+            except OSError as exc:
+                raise DownloadError(cannot_write_message(self.part, exc)) from None
             self.done = {}
             self.save()
         pending = self.pending_chunks()
@@ -354,7 +366,10 @@ class _Downloader:
                         if written + len(piece) > expected:
                             raise DownloadError(f"{job.item.name}: server sent more than the {expected} bytes "
                                                 f"asked for: {redact(job.item.url)}")
-                        handle.write(piece)
+                        try:
+                            handle.write(piece)
+                        except OSError as exc:
+                            raise DownloadError(cannot_write_message(job.part, exc)) from None
                         written += len(piece)
                         job.add_progress(index, len(piece))
                         self._advance(len(piece))
@@ -398,9 +413,14 @@ class _Downloader:
             digest = _base64(job.md5.digest())
             if digest != job.info.content_md5:
                 self._discard(job)
+                if job.body_retries < CORRUPT_BODY_RETRIES:
+                    log.warning("Warning: %s: MD5 %s does not match Content-MD5 %s; downloading it again",
+                                job.item.name, digest, job.info.content_md5)
+                    self._download_again(job)
+                    return
                 raise DownloadError(f"{job.item.name}: MD5 {digest} does not match Content-MD5 "
                                     f"{job.info.content_md5}: {redact(job.item.url)}; the download was "
-                                    "discarded, run again")
+                                    f"discarded after {job.body_retries + 1} attempts, run again")
         target = job.item.target_dir / job.item.name
         if job.item.should_extract:
             try:
@@ -414,10 +434,24 @@ class _Downloader:
             _remove_quietly(job.meta)
             job.result = [target]
 
+    def _download_again(self, job: _FileJob) -> None:
+        """Fetch the whole blob once more in this thread (its body arrived corrupted)."""
+        job.restart()
+        pending = job.pending_chunks()
+        for index in pending:
+            self._fetch_chunk(job, index)  # the last one finishes (and checks) the file
+        if not pending:
+            self._finish(job)
+
     @staticmethod
     def _discard(job: _FileJob) -> None:
         _remove_quietly(job.part)
         _remove_quietly(job.meta)
+
+
+def cannot_write_message(path: Path, exc: OSError) -> str:
+    """One line for a failed write (no space, file size limit, permissions), naming the file."""
+    return f"cannot write {path}: {exc.strerror or exc}; free some disk space (or fix its permissions) and run again"
 
 
 def _base64(data: bytes) -> str:
