@@ -219,7 +219,9 @@ def test_memdiff_fails_on_a_jit_that_cannot_load(sample, tmp_path):
     result = run_cli("memdiff", *jit_args(sample, diff), "-mch_files", sample.collection("libraries.pmi"),
                      "-spmi_location", tmp_path / "spmi", "--sequential")
     assert result.returncode == 1
-    assert "JIT failed to initialize" in result.stdout and "Replay failures in 1 MCH files:" in result.stdout
+    errors = [line for line in (result.stdout + result.stderr).splitlines() if "Error:" in line]
+    assert len(errors) == 1 and f"superpmi cannot load the diff JIT '{diff}' (Jit Compiler has wrong version " \
+        "identifier." in errors[0], errors
     assert not list((tmp_path / "spmi").glob("memdiff*"))
 
 
