@@ -117,7 +117,7 @@ def atomic_write_bytes(path: Path, data: bytes, make_parents: bool = True) -> No
             os.unlink(tmp)
         except OSError:
             pass
-        if isinstance(exc, OSError):
+        if isinstance(exc, OSError) and exc.filename is None:
             raise with_file_name(exc, path) from exc
         raise
 
