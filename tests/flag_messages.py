@@ -2,7 +2,8 @@
 
 Every module of the suite is parsed with `ast`. A function's edges are the functions it
 calls or names: local functions, functions and classes imported from suite modules,
-`module.function`, `Class.method`, and (over-approximating) every method of that name
+`module.function`, `Class.method`, a class's `__init__`/`__post_init__` when it is named,
+and (over-approximating) for `obj.name` every method of that name
 in its own module or in classes it imports. From a command's entry function the
 reachable functions are collected, and in them every `raise`d error of the suite
 (`SuiteError` and its subclasses): the text of the message, f-string parts included.
@@ -99,20 +100,17 @@ class Graph:
                 found += [(source, q) for q in target.functions if q == f"{name}.{attr}"]
         return found
 
-    def resolve_name(self, module: Module, name: str) -> List[FuncKey]:
-        if name in module.functions:
+    def resolve_name(self, module: Module, name: str, members: str = "") -> List[FuncKey]:
+        """A function, or a class: its constructor hooks, or with `members` its method of that name."""
+        if name in module.functions and not members:
             return [(module.name, name)]
         if name in module.classes:
-            return [(module.name, q) for q in module.functions if q.startswith(name + ".")]
+            wanted = (members,) if members else ("__init__", "__post_init__")
+            return [(module.name, f"{name}.{m}") for m in wanted if f"{name}.{m}" in module.functions]
         if name in module.imported:
             source, real = module.imported[name]
             target = self.modules.get(source)
-            if target is None:
-                return []
-            target_module = self.modules[source]
-            if real in target_module.imported:  # re-exported
-                return self.resolve_name(target_module, real)
-            return self.resolve_name(target_module, real)
+            return self.resolve_name(target, real, members) if target is not None else []
         return []
 
     def edges(self, key: FuncKey) -> List[FuncKey]:
@@ -132,8 +130,7 @@ class Graph:
             target = self.modules.get(module.aliases[base.id])
             return self.resolve_name(target, node.attr) if target else []
         if isinstance(base, ast.Name) and (base.id in module.classes or base.id in module.imported):
-            owner = self.resolve_name(module, base.id)
-            return [k for k in owner if k[1].endswith("." + node.attr)]
+            return self.resolve_name(module, base.id, members=node.attr)
         return self.methods_named(module, node.attr)
 
     def reachable(self, starts: Iterable[FuncKey]) -> Set[FuncKey]:

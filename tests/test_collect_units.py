@@ -161,11 +161,17 @@ def test_plan_from_args():
     (["corerun", "-mch_files", "a.mch"], "-mch_files is only used with --merge_mch_files"),
     (["--merge_mch_files", "-mch_files", "a", "--skip_merge_step", "-temp_dir", "t"], "contradict"),
     (["corerun", "--skip_merge_step"], "--skip_merge_step needs -temp_dir"),
-    (["corerun", "--parallelism", "0"], "--parallelism 0 must be at least 1"),
 ])
 def test_plan_refuses_contradictions(argv, message):
     with pytest.raises(SuiteError, match=message):
         collect.plan_from_args(parse(*argv))
+
+
+def test_parallelism_is_checked_while_parsing(capsys):
+    for value, problem in (("0", "'0' must be from 1 to 64"), ("65", "'65' must be from 1 to 64")):
+        with pytest.raises(SystemExit):
+            parse("corerun", "--parallelism", value)
+        assert f"argument --parallelism: {problem}" in capsys.readouterr().err
 
 
 def test_output_path_rules(tmp_path):

@@ -22,7 +22,7 @@ from spmi.base.errors import SuiteError
 from spmi.steps import collect_hosts, collect_steps
 from spmi.steps.collect_hosts import CollectionMode, Tiering
 from spmi.steps.collect_steps import Replayer, WorkFiles
-from spmi.tools.superpmi_tool import RunOptions
+from spmi.tools.superpmi_tool import MAX_PARALLELISM, RunOptions
 
 log = logging.getLogger("superpmi")
 
@@ -54,7 +54,7 @@ def _add_mode_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("-pmi_location", metavar="FILE", help="pmi.dll (default: found on PATH, then in Core_Root)")
     group.add_argument("-pmi_path", nargs="+", default=[], metavar="DIR",
                        help="directories PMI searches for referenced assemblies (PMIPATH)")
-    group.add_argument("--parallelism", type=int, metavar="N",
+    group.add_argument("--parallelism", type=config.int_between(1, MAX_PARALLELISM), metavar="N",
                        help="host processes (and superpmi workers) at once (default: one per CPU)")
     group.add_argument("--tiered_compilation", action="store_true", help="collect with TieredCompilation=1")
     group.add_argument("--tiered_pgo", action="store_true", help="collect with TieredCompilation=1 and TieredPGO=1")
@@ -176,8 +176,6 @@ def check_step_options(args: argparse.Namespace) -> None:
                                         ("--skip_merge_step", args.skip_merge_step)) if given]
     if reusing and not args.temp_dir:
         raise SuiteError(f"{reusing[0]} needs -temp_dir (the work folder of an earlier run)")
-    if args.parallelism is not None and args.parallelism < 1:
-        raise SuiteError(f"--parallelism {args.parallelism} must be at least 1")
 
 
 def plan_from_args(args: argparse.Namespace) -> CollectPlan:
