@@ -34,6 +34,12 @@ def bad_types_summary() -> bytes:
     return json.dumps(document).encode()
 
 
+def ragged_rows_summary() -> bytes:
+    document = good_summary().to_document()
+    document["summary"]["collections"][0]["diff_rows"] = {"context": [1, 2], "method": ["m"]}
+    return json.dumps(document).encode()
+
+
 def huge(path: Path) -> None:
     with open(path, "wb") as handle:  # sparse: the size counts, not the blocks
         handle.truncate(pipeline.MAX_RESULT_FILE_BYTES + 1)
@@ -58,6 +64,8 @@ CASES: Dict[str, tuple] = {
     "summary with wrong types": (SUMMARY_JSON, bad_types_summary,
                                  "summary.collections[0].aggregates.minopts.base_successes: expected an integer, "
                                  "not a string"),
+    "summary with ragged diff rows": (SUMMARY_JSON, ragged_rows_summary,
+                                      "summary.collections[0].diff_rows: diff_rows.method must be a list as long"),
     "summary nested deeply": (SUMMARY_JSON, b"[" * DEEP + b"]" * DEEP, "nested too deeply to read"),
     "summary not UTF-8": (SUMMARY_JSON, b"\xc3\x28", "not UTF-8 text (byte 0)"),
     "summary huge": (SUMMARY_JSON, huge, "not read"),
