@@ -114,9 +114,9 @@ def test_summaries_without_rows_or_with_unknown_keys_still_read():
 
 @pytest.mark.parametrize("change, message", [
     (lambda rows: rows["method"].pop(), "diff_rows.method must be a list as long as diff_rows.context"),
-    (lambda rows: rows.__setitem__("base_bytes", [1, "2", 3]), "diff_rows.base_bytes holds a value that is not int"),
-    (lambda rows: rows.__setitem__("minopts", [1, 0, 0]), "diff_rows.minopts holds a value that is not bool"),
-    (lambda rows: rows.__setitem__("tier", "Tier0"), "diff_rows.tier must be a list"),
+    (lambda rows: rows.__setitem__("base_bytes", [1, "2", 3]), "diff_rows.base_bytes[1]: expected an integer, not a string"),
+    (lambda rows: rows.__setitem__("minopts", [1, 0, 0]), "diff_rows.minopts[0]: expected true/false, not an integer"),
+    (lambda rows: rows.__setitem__("tier", "Tier0"), "diff_rows.tier: expected a list, not a string"),
 ])
 def test_malformed_rows_are_one_line_errors(change, message):
     document = json.loads(summary_with_rows().to_json())
