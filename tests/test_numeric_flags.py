@@ -82,7 +82,7 @@ def test_replay_refuses_bad_numbers_before_starting(sample_toolchain: Path, tmp_
     ("superpmi.py", ["tpdiff", "--timeout", "inf"], "argument --timeout: 'inf' is not a finite number"),
     ("superpmi.py", ["asmdiffs", "--timeout", "-1"], "argument --timeout: '-1' must be greater than 0"),
     ("superpmi_asmdiffs_setup.py", ["-product_directory", "p", "-payload_directory", "q", "-parallelism", "0"],
-     "argument -parallelism: '0' must be at least 1"),
+     "argument -jobs/-parallelism: '0' must be at least 1"),
     ("jitanalyze.py", ["-b", "a", "-d", "b", "-c", "-1"], "argument -c/--count: '-1' must be 0 or more"),
 ])
 def test_other_scripts_refuse_bad_numbers(tmp_path: Path, script: str, argv: list, expected: str) -> None:
