@@ -1,7 +1,7 @@
 """Which `-flag`s the error messages reachable from a command mention (a static call graph).
 
 Every module of the suite is parsed with `ast`. A function's edges are the functions it
-calls or names: local functions, functions and classes imported from suite modules,
+calls or names (not what it only compares with, as `args.func is f`): local functions, functions and classes imported from suite modules,
 `module.function`, `Class.method`, a class's `__init__`/`__post_init__` when it is named,
 and (over-approximating) for `obj.name` every method of that name
 in its own module or in classes it imports. From a command's entry function the
@@ -117,7 +117,11 @@ class Graph:
         module = self.modules[key[0]]
         node = module.functions[key[1]]
         found: List[FuncKey] = []
+        compared = {id(operand) for sub in ast.walk(node) if isinstance(sub, ast.Compare)
+                    for operand in (sub.left, *sub.comparators)}  # `args.func is f` does not call f
         for sub in ast.walk(node):
+            if id(sub) in compared:
+                continue
             if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
                 found += self.resolve_name(module, sub.id)
             elif isinstance(sub, ast.Attribute):
