@@ -69,7 +69,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--skip_cleanup", action="store_true", help="keep the temporary directory")
     group.add_argument("--timeout", type=config.positive_float, metavar="SECONDS",
                        help="kill a superpmi process (and its workers) running longer than this")
-    group.add_argument("--time_budget", type=float, metavar="SECONDS",
+    group.add_argument("--time_budget", type=config.positive_float, metavar="SECONDS",
                        help="finish replaying within this many seconds of the start: the superpmi running "
                             "then is stopped and later collections are not started, each reported as timed "
                             "out with the contexts it reached (the Helix work item sets it from its timeout)")
