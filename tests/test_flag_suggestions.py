@@ -11,10 +11,11 @@ from parser_walk import command_parsers, option_strings
 # Flags of other programs, quoted in messages as commands to run.
 OTHER_TOOLS = {"--unshallow": "git fetch --unshallow"}
 # Reachable in the static call graph only through the other command of a shared body
-# (tpdiff and memdiff share `run_metric_command(kind)`): (command, flag) -> why.
+# (tpdiff, memdiff and metricdiff share `run_metric_command(kind)`): (command, flag) -> why.
 OTHER_KIND_ONLY = {
     ("superpmi.py tpdiff", "-metric"): "the -metric message needs memdiff's -metric value",
     ("superpmi.py memdiff", "-pin_path"): "PIN is resolved only for tpdiff",
+    ("superpmi.py metricdiff", "-pin_path"): "PIN is resolved only for tpdiff",
 }
 REPO = Path(__file__).resolve().parent.parent
 CHECKED_SCRIPTS = ("superpmi.py", "jitrollingbuild.py", "jitutil.py")

@@ -153,3 +153,23 @@ def test_schema_builds_records_and_ignores_unknown_keys() -> None:
     document = json.loads(good_summary().to_json())
     assert AsmDiffsSummary.from_document(document) == good_summary()
     assert schema.build(Aggregate, {"base_perfscore": 3}).base_perfscore == 3.0
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"[]", "not a metric diff JSON summary (expected an object, not a list)"),
+    (b'{"collections": 5}', "not a metric diff JSON summary ("),
+    (b"\xff", "not UTF-8 text (byte 0)"),
+])
+def test_malformed_metric_json_summary_is_a_row(tmp_path: Path, content: bytes, expected: str) -> None:
+    name = pipeline.summary_json_name("tpdiff", "windows", "x64")
+    (tmp_path / name).write_bytes(content)
+    (tmp_path / pipeline.summary_md_name("tpdiff", "linux", "x64")).write_text("linux tp numbers\n")
+    proc = subprocess.run([sys.executable, str(REPO / "superpmi_asmdiffs_summarize.py"), "-diff_summary_dir",
+                           str(tmp_path), "-arch", "x64", "-platform", "windows", "-type", "tpdiff"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "unexpected" not in proc.stderr and "Traceback" not in proc.stderr
+    text = (tmp_path / "2_overall_tpdiff_summary_windows_x64.md").read_text(encoding="utf-8")
+    rows = [line.replace("\\", "") for line in text.splitlines() if line.startswith("|windows x64|")]
+    assert len(rows) == 1 and name in rows[0] and expected in rows[0], rows
+    assert "linux tp numbers" in text
