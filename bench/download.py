@@ -45,9 +45,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from azurite import start_azurite  # noqa: E402
 
-from spmi.base import config
-from spmi.sources import mch_sources
-from spmi.storage import blobs, downloads
+from spmi.base import config  # noqa: E402
+from spmi.sources import mch_sources  # noqa: E402
+from spmi.storage import blobs, downloads  # noqa: E402
 
 GUID = "bench000-0000-0000-0000-000000000000"
 
@@ -127,9 +127,9 @@ def measure(label: str, account_url: str, scratch: Path, rounds: int, zipped: in
             target = scratch / f"{label}-{mode}-{round_index}"
             items = items_for(account_url, target)
             if mode == "single":
-                seconds = timed(lambda: downloads.download_files(items, max_workers=1, chunk_size=1 << 40))
+                seconds = timed(lambda items=items: downloads.download_files(items, max_workers=1, chunk_size=1 << 40))
             else:
-                seconds = timed(lambda: downloads.download_files(items))
+                seconds = timed(lambda items=items: downloads.download_files(items))
             store.append(seconds)
             shutil.rmtree(target)
     spmi = scratch / f"{label}-spmi"

@@ -20,8 +20,8 @@ from typing import List, Optional, Tuple
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_support import work_folder  # noqa: E402
-from spmi.reports.html_report import (CollectionCounts, DiffRow, Failure, HtmlReport, Listing,  # noqa: E402
-                                      ReportHeader, write_html)
+
+from spmi.reports.html_report import CollectionCounts, DiffRow, Failure, HtmlReport, Listing, ReportHeader, write_html  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -151,10 +151,10 @@ def main() -> int:
         for round_index in range(args.rounds):
             scratch = work / f"raw{round_index}"
             scratch.mkdir(parents=True)
-            raw_times.append(measured(lambda: time_raw(work / "toolchain", manifest, collections, scratch,
+            raw_times.append(measured(lambda scratch=scratch: time_raw(work / "toolchain", manifest, collections, scratch,
                                                        args.sequential, env)))
             spmi = work / f"spmi{round_index}"
-            memdiff_times.append(measured(lambda: time_memdiff(work / "toolchain", manifest, collections, spmi,
+            memdiff_times.append(measured(lambda spmi=spmi: time_memdiff(work / "toolchain", manifest, collections, spmi,
                                                                args.sequential, env, self_cpu)))
         mode = "sequential" if args.sequential else "parallel (-p)"
         print(f"collections: {len(collections)} x {args.contexts} contexts, superpmi {mode}, {args.rounds} rounds")

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Union
 
-from .context import (COLLECTION_FAULTS, Features, MethodContext, compute_method_hash, encode_context,
-                      pseudo_il)
+from .context import COLLECTION_FAULTS, Features, MethodContext, compute_method_hash, encode_context, pseudo_il
 from .mchfile import TocEntry, encode_record, encode_toc, write_bytes_atomically
 
 _TIER_MIX_PMI = [("FullOpts", 70), ("MinOpts", 8), ("Tier0", 8), ("Tier1", 8), ("Tier0-FullOpts", 3),

@@ -18,9 +18,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from .assembly import (KIND_APP, KIND_PMI, AssemblySpec, Compilation, NotAnAssembly, RuntimeSettings,
-                       method_features, plan_prepare_all, plan_run, pmi_path_dirs, read_assembly, resolve_reference,
-                       runtime_config, runtime_settings)
+from .assembly import (
+    KIND_APP,
+    KIND_PMI,
+    AssemblySpec,
+    Compilation,
+    NotAnAssembly,
+    RuntimeSettings,
+    method_features,
+    plan_prepare_all,
+    plan_run,
+    pmi_path_dirs,
+    read_assembly,
+    resolve_reference,
+    runtime_config,
+    runtime_settings,
+)
 from .context import MethodContext, compute_method_hash, pseudo_il
 from .jitfile import DEFAULT_GUID, JitSpec, host_os, jit_file_name
 from .jithost import JitLoadError, load_jit
@@ -153,9 +166,9 @@ def open_assembly(path: Path) -> AssemblySpec:
     try:
         return read_assembly(path)
     except NotAnAssembly:
-        raise HostError("'%s' is not a managed assembly (BadImageFormatException)." % path)
+        raise HostError("'%s' is not a managed assembly (BadImageFormatException)." % path) from None
     except OSError as error:
-        raise HostError("Could not read the assembly '%s': %s" % (path, error.strerror))
+        raise HostError("Could not read the assembly '%s': %s" % (path, error.strerror)) from None
 
 
 def compile_all(jit: LoadedJit, plan: Sequence[Compilation]) -> None:

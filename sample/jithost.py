@@ -6,7 +6,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, IO, List, Mapping, Optional, Sequence, Tuple
+from typing import IO, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .context import MethodContext
 from .jitfile import JitSpec, NotAJit, decode_jit
@@ -131,11 +131,11 @@ def load_jit(path: Path, expected_guid: str) -> JitSpec:
     try:
         data = Path(path).read_bytes()
     except OSError:
-        raise JitLoadError("LoadLibrary failed (0x%08x)" % 0x7E)
+        raise JitLoadError("LoadLibrary failed (0x%08x)" % 0x7E) from None
     try:
         spec = decode_jit(data)
     except NotAJit:
-        raise JitLoadError("LoadLibrary failed (0x%08x)" % 0xC1)
+        raise JitLoadError("LoadLibrary failed (0x%08x)" % 0xC1) from None
     load_fault = spec.faults.get("load")
     if load_fault == "getjit":
         raise JitLoadError("GetProcAddress 'getJit' failed")

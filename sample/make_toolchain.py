@@ -400,7 +400,7 @@ def _json_argument(text: Optional[str], what: str) -> Optional[Dict[str, Any]]:
     try:
         value = json.loads(text)
     except ValueError as error:
-        raise GeneratorError("%s is not valid JSON (%s): %s" % (what, error, text))
+        raise GeneratorError("%s is not valid JSON (%s): %s" % (what, error, text)) from None
     if not isinstance(value, dict):
         raise GeneratorError("%s must be a JSON object, e.g. '{\"assert_every\": 97}'" % what)
     return value

@@ -9,8 +9,17 @@ from typing import Callable, Dict, List, Optional
 
 from .context import OS_NUMBERS, TIER_FLAGS, PayloadError, decode_context, dedup_key, strip_compile_result
 from .jitfile import DEFAULT_GUID
-from .mchfile import (FramingError, TocEntry, encode_record, encode_toc, record_bytes, record_payload,
-                      scan_complete_records, scan_records, write_bytes_atomically)
+from .mchfile import (
+    FramingError,
+    TocEntry,
+    encode_record,
+    encode_toc,
+    record_bytes,
+    record_payload,
+    scan_complete_records,
+    scan_records,
+    write_bytes_atomically,
+)
 from .superpmi_args import UsageError, parse_compile_list
 
 USAGE = """MCS is a utility for examining and manipulating SuperPMI method context files.
@@ -44,7 +53,7 @@ def read_records(path: Path, allow_truncated_tail: bool = False):
     try:
         data = path.read_bytes()
     except OSError:
-        raise McsError("Unable to open '%s'" % path)
+        raise McsError("Unable to open '%s'" % path) from None
     try:
         if allow_truncated_tail:
             refs, truncated_at = scan_complete_records(data)
@@ -53,7 +62,7 @@ def read_records(path: Path, allow_truncated_tail: bool = False):
         for ref in refs:
             yield ref.number, record_bytes(data, ref), record_payload(data, ref)
     except FramingError as error:
-        raise McsError("Method %d of '%s' is of low integrity (%s)." % (error.number, path, error.detail))
+        raise McsError("Method %d of '%s' is of low integrity (%s)." % (error.number, path, error.detail)) from None
     if truncated_at is not None:
         sys.stderr.write("WARNING: '%s' ends with a truncated method context (%d bytes after method %d); "
                          "skipped.\n" % (path, len(data) - truncated_at, len(refs)))
@@ -75,7 +84,7 @@ def verb_toc(args: List[str], settings: Dict[str, str]) -> int:
         try:
             context = decode_context(payload)
         except PayloadError:
-            raise McsError("Method %d is of low integrity." % number)
+            raise McsError("Method %d is of low integrity." % number) from None
         entries.append(TocEntry(offset, number, context.method_hash))
         offset += len(record)
     write_bytes_atomically(path.with_name(path.name + ".mct"), encode_toc(entries))
@@ -123,7 +132,7 @@ def verb_merge(args: List[str], settings: Dict[str, str]) -> int:
                 if "-thin" in flags:
                     record = encode_record(strip_compile_result(payload))
             except ValueError:
-                raise McsError("Method %d of '%s' is of low integrity." % (number, path))
+                raise McsError("Method %d of '%s' is of low integrity." % (number, path)) from None
             parts.append(record)
     write_bytes_atomically(output, b"".join(parts))
     sys.stdout.write("Merged %d files: loaded %d, saved %d\n" % (len(files), loaded, len(parts)))
@@ -136,7 +145,7 @@ def verb_strip(args: List[str], settings: Dict[str, str]) -> int:
     try:
         dropped = set(parse_compile_list(args[0]))
     except UsageError as error:
-        raise McsError(error.message or "bad context list '%s'" % args[0])
+        raise McsError(error.message or "bad context list '%s'" % args[0]) from None
     kept: List[bytes] = []
     loaded = 0
     for number, record, _ in read_records(Path(args[1])):
@@ -156,7 +165,7 @@ def verb_concat(args: List[str], settings: Dict[str, str]) -> int:
         with open(args[0], "ab") as stream:
             stream.write(data)
     except OSError as error:
-        raise McsError("Unable to concatenate '%s' to '%s': %s" % (args[1], args[0], error.strerror))
+        raise McsError("Unable to concatenate '%s' to '%s': %s" % (args[1], args[0], error.strerror)) from None
     return 0
 
 
@@ -168,7 +177,7 @@ def verb_dump_map(args: List[str], settings: Dict[str, str]) -> int:
         try:
             context = decode_context(payload)
         except PayloadError:
-            raise McsError("Method %d is of low integrity." % number)
+            raise McsError("Method %d is of low integrity." % number) from None
         head, _, tail = context.name.partition("(")
         signature = "(" + tail if tail else ""
         lines.append('%d,%s,"%s", %d, %d' % (number, head, signature, TIER_FLAGS.get(context.tier, 0),

@@ -10,8 +10,8 @@ listings rendered from them are equal, which is what the diff check compares.
 from __future__ import annotations
 
 import zlib
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from .context import MethodContext

@@ -147,7 +147,7 @@ def parse_compile_list(text: str) -> List[int]:
         try:
             numbers = parse_mcl_text(Path(text).read_text(encoding="ascii", errors="replace"))
         except (OSError, ValueError):
-            raise UsageError("Unable to read method context list '%s'" % text, show_help=False, extra=[invalid])
+            raise UsageError("Unable to read method context list '%s'" % text, show_help=False, extra=[invalid]) from None
     check_increasing(numbers, invalid)
     return numbers
 

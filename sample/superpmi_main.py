@@ -11,16 +11,24 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, IO, Iterator, List, Optional, Set
+from typing import IO, Dict, Iterator, List, Optional, Set
 
 from .context import PayloadError, decode_context
-from .jithost import ConfigSource, JitInstance, JitLoadError, Outcome, load_jit
 from .jitfile import DEFAULT_GUID, host_os, jit_file_name
-from .mchfile import (FramingError, RecordRef, find_toc, format_mcl, mch_for_toc_input, record_at,
-                      record_bytes, record_payload, scan_records)
+from .jithost import ConfigSource, JitInstance, JitLoadError, Outcome, load_jit
+from .mchfile import (
+    FramingError,
+    RecordRef,
+    find_toc,
+    format_mcl,
+    mch_for_toc_input,
+    record_at,
+    record_bytes,
+    record_payload,
+    scan_records,
+)
 from .superpmi_args import Options, UsageError, parse_args
-from .superpmi_output import (Console, diff_header, diff_row, print_help, replay_header, replay_row,
-                              summary_line)
+from .superpmi_output import Console, diff_header, diff_row, print_help, replay_header, replay_row, summary_line
 
 START_COST_ENV = "SPMI_SAMPLE_START_MS"
 COMPILE_COST_ENV = "SPMI_SAMPLE_COMPILE_US"
@@ -203,7 +211,7 @@ def create_output(path_text: Optional[str]) -> Optional[IO[bytes]]:
     try:
         return open(path_text, "wb")
     except OSError:
-        raise FatalExit(-1, "Could not create file %s" % path_text)
+        raise FatalExit(-1, "Could not create file %s" % path_text) from None
 
 
 def load_exclusions(mch: Path) -> Set[str]:
@@ -263,7 +271,7 @@ def replay(run: Run) -> int:
     try:
         run.data = mch.read_bytes()
     except OSError:
-        raise FatalExit(-1, "Failed to open input file '%s'." % options.input)
+        raise FatalExit(-1, "Failed to open input file '%s'." % options.input) from None
     run.excluded_hashes = load_exclusions(mch)
     if run.details is not None:
         header = diff_header() if options.apply_diff else replay_header()
@@ -274,7 +282,7 @@ def replay(run: Run) -> int:
             if not replay_record(run, ref, started):
                 break
     except FramingError as error:
-        raise FatalExit(-1, "Method %d is of low integrity." % error.number)
+        raise FatalExit(-1, "Method %d is of low integrity." % error.number) from None
     counters = run.counters
     console.info(summary_line(counters.loaded, counters.jitted, counters.failed, counters.excluded,
                               counters.missing, counters.diffs if options.apply_diff else None))
@@ -318,7 +326,7 @@ def ensure_jits_loaded(run: Run) -> None:
         try:
             spec = load_jit(Path(path), run.settings["guid"])
         except JitLoadError as error:
-            raise FatalExit(-2, str(error))
+            raise FatalExit(-2, str(error)) from None
         run.jits.append(JitInstance(path, spec, sources[index], under_pin))
 
 
@@ -329,7 +337,7 @@ def replay_record(run: Run, ref: RecordRef, started: float) -> bool:
     try:
         context = decode_context(payload)
     except PayloadError:
-        raise FramingError(ref.number, "payload")
+        raise FramingError(ref.number, "payload") from None
     if options.match_hash is not None and context.method_hash != options.match_hash:
         return True
     counters = run.counters
@@ -418,7 +426,7 @@ def write_repro(run: Run, ref: RecordRef) -> None:
         with open(name, "wb") as stream:
             stream.write(record_bytes(run.data, ref))
     except OSError as error:
-        raise FatalExit(-1, "Failed to open output '%s'. GetLastError()=%u" % (name, error.errno or 0))
+        raise FatalExit(-1, "Failed to open output '%s'. GetLastError()=%u" % (name, error.errno or 0)) from None
     run.console.info("Wrote out repro to '%s'" % name)
 
 

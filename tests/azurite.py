@@ -156,7 +156,7 @@ def _wait_until_answering(azurite: Azurite, deadline: float) -> None:
             if time.monotonic() > deadline or azurite.process.poll() is not None:
                 azurite.stop()
                 raise RuntimeError(f"Azurite at {azurite.blob_endpoint} does not answer: "
-                                   f"{' | '.join(azurite.output[-10:])}")
+                                   f"{' | '.join(azurite.output[-10:])}") from None
             time.sleep(0.1)
 
 

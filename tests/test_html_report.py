@@ -13,9 +13,23 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 
 from spmi.reports import html_report
-from spmi.reports.html_report import (Bin, CollectionCounts, DiffRow, Failure, HtmlReport, Listing, ReportHeader,
-                                      bin_label, diff_hunks, embed_json, histogram, nice_width, render_html,
-                                      split_lines, write_html)
+from spmi.reports.html_report import (
+    Bin,
+    CollectionCounts,
+    DiffRow,
+    Failure,
+    HtmlReport,
+    Listing,
+    ReportHeader,
+    bin_label,
+    diff_hunks,
+    embed_json,
+    histogram,
+    nice_width,
+    render_html,
+    split_lines,
+    write_html,
+)
 
 HOSTILE = [
     "</script><script>alert(1)</script>",

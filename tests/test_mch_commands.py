@@ -107,7 +107,7 @@ def test_upload_download_and_list(storage_account, collections_dir, tmp_path):
     url = storage_account.account_url
     listed = superpmi(["list-collections", *common, "-storage_url", url])
     assert listed.returncode == 0, listed.stderr
-    lines = [l for l in listed.stdout.splitlines() if not l.startswith("[")]
+    lines = [line for line in listed.stdout.splitlines() if not line.startswith("[")]
     assert lines == [f"2 collections for {GUID}/linux/x64/",
                      f"{url}/superpmi/{prefix}benchmarks.run.linux.x64.checked.mch.zip",
                      f"{url}/superpmi/{prefix}libraries.pmi.linux.x64.checked.mch.zip"]
@@ -126,7 +126,7 @@ def test_upload_download_and_list(storage_account, collections_dir, tmp_path):
     assert (cache / "libraries.pmi.linux.x64.checked.mch").read_bytes() == \
         (collections_dir / "libraries.pmi.linux.x64.checked.mch").read_bytes()
     local = superpmi(["list-collections", *common, "--local"])
-    assert [l for l in local.stdout.splitlines() if not l.startswith("[")] == [
+    assert [line for line in local.stdout.splitlines() if not line.startswith("[")] == [
         f"1 collections for {GUID}/linux/x64/", str(cache / "libraries.pmi.linux.x64.checked.mch")]
 
     offline = superpmi(["download", *common, "-storage_url", closed_port_url(), "-filter", "libraries"])
@@ -134,7 +134,7 @@ def test_upload_download_and_list(storage_account, collections_dir, tmp_path):
     assert "--force_download not set; skipping download" in offline.stdout
     cold = superpmi(["download", *common, "-storage_url", closed_port_url(), "-filter", "benchmarks"])
     assert cold.returncode == 1
-    error_lines = [l for l in (cold.stdout + cold.stderr).splitlines() if "Error:" in l or "error:" in l]
+    error_lines = [line for line in (cold.stdout + cold.stderr).splitlines() if "Error:" in line or "error:" in line]
     assert len(error_lines) == 1 and "Connection refused" in error_lines[0] and "Traceback" not in cold.stderr
 
 
@@ -147,7 +147,7 @@ def test_upload_auth_failure_hides_the_key(storage_account, collections_dir, tmp
     assert result.returncode == 1
     text = all_text(result, spmi)
     assert wrong_key not in text
-    errors = [l for l in (result.stdout + result.stderr).splitlines() if "Error:" in l]
+    errors = [line for line in (result.stdout + result.stderr).splitlines() if "Error:" in line]
     assert len(errors) == 1 and "account key" in errors[0] and "-connection_string" in errors[0]
 
 

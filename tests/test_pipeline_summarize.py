@@ -105,7 +105,7 @@ def test_all_writes_three_summaries_in_tab_order(tmp_path: Path) -> None:
     assert [p.name[:2] for p in paths] == ["1_", "2_", "3_"]
     uploads = [line for line in proc.stdout.splitlines() if line.startswith("##vso[task.uploadsummary]")]
     assert uploads == [f"##vso[task.uploadsummary]{p}" for p in paths]
-    for path, (type_name, heading, nothing) in zip(paths, expected):
+    for path, (_type_name, heading, nothing) in zip(paths, expected):
         text = path.read_text()
         assert text.startswith(heading) and nothing in text
         assert "MISSING: no linux arm results came back" in text

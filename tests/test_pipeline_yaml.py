@@ -14,7 +14,7 @@ yaml = pytest.importorskip("yaml")
 
 import superpmi_asmdiffs as driver  # noqa: E402
 import superpmi_asmdiffs_setup as setup  # noqa: E402
-from spmi.pipeline import common as pipeline
+from spmi.pipeline import common as pipeline  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 AZDO = REPO / "eng" / "pipelines" / "superpmi-asmdiffs.yml"

@@ -232,7 +232,7 @@ def test_checked_listing_footer_and_groups_agree_with_the_metrics(contexts):
         text = render_listing(context, plan, DisplayOptions(checked=True, diffable=True))
         lines = _listing_lines(text)
         assert lines[0] == "; Assembly listing for method %s (%s)" % (context.name, context.tier)
-        footer = [l for l in lines if l.startswith("; Total bytes of code")]
+        footer = [line for line in lines if line.startswith("; Total bytes of code")]
         assert footer == ["; Total bytes of code %d, prolog size %d, PerfScore %.2f, instruction count %d, "
                           "allocated bytes for code %d (MethodHash=%08x) for method %s (%s)" % (
                               plan.code_bytes, plan.prolog_size, plan.perf_score, plan.instr_count,
@@ -244,7 +244,7 @@ def test_checked_listing_footer_and_groups_agree_with_the_metrics(contexts):
         assert sum(sizes) == plan.code_bytes
         body = lines[lines.index("; Lcl frame size = %d" % (8 * context.features.locals if context.minopts
                                                               else 8 * (context.features.locals // 4))):index]
-        instructions = [l for l in body if l.startswith("       ") and not l.startswith("\t")]
+        instructions = [line for line in body if line.startswith("       ") and not line.startswith("\t")]
         assert len(instructions) == plan.instr_count
 
 

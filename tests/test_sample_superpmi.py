@@ -68,7 +68,7 @@ def test_parallel_gives_the_same_rows_and_a_sorted_crlf_list(sample_chain, fault
     order = [int(line.split(",")[0]) for line in par_lines[1:]]
     assert order == [n for n in range(1, 41) if n % 2] + [n for n in range(1, 41) if n % 2 == 0]
     assert (tmp_path / "p.mcl").read_bytes() == b"3\r\n7\r\n20\r\n"
-    summary = [l for l in par.stdout.decode().splitlines() if l.startswith("Loaded ")]
+    summary = [line for line in par.stdout.decode().splitlines() if line.startswith("Loaded ")]
     diffs = sum(1 for row in csv_rows(sequential)[1:] if row[7] == "True")
     assert summary == ["Loaded 40  Jitted 40  FailedCompile 3 Excluded 0 Missing 2 Diffs %d" % diffs]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import IO, Dict, List, Optional, Sequence, Tuple
+from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
 
 from spmi.analyzer.compare import AnalyzeInputError, AnalyzeOptions, AnalyzeUsageError
 from spmi.analyzer.core import analyze, retain_only_top_files, write_markdown_per_metric, write_text_atomically
@@ -57,7 +57,7 @@ class _Parser(argparse.ArgumentParser):
     def exit(self, status: int = 0, message: Optional[str] = None) -> None:  # type: ignore[override]
         raise _ParserExit(status, message)
 
-    def print_help(self, file: Optional[IO[str]] = None) -> None:
+    def print_help(self, file: Any = None) -> None:
         raise _ParserExit(0, self.format_help())
 
 

@@ -14,7 +14,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, TypeVar
+from typing import Callable, List, Literal, Optional, Sequence, TypeVar, overload
 
 from spmi.base import fsutil, logs, platforms, progress, runner
 from spmi.base.errors import SuiteError
@@ -116,9 +116,9 @@ def int_between(low: int, high: int) -> Callable[[str], int]:
 
 # ---------------------------------------------------------------- option groups
 
-def common_options() -> argparse.ArgumentParser:
+def common_options() -> "ArgumentParser":
     """Options every command takes."""
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = ArgumentParser(add_help=False)
     group = parser.add_argument_group("common options")
     group.add_argument("-arch", help="host architecture (default: this machine's)")
     group.add_argument("-host_os", help="host OS: windows, linux or osx (default: this machine's)")
@@ -138,9 +138,9 @@ def common_options() -> argparse.ArgumentParser:
     return parser
 
 
-def target_options() -> argparse.ArgumentParser:
+def target_options() -> "ArgumentParser":
     """Options naming the target a collection or JIT is for."""
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = ArgumentParser(add_help=False)
     group = parser.add_argument_group("target options")
     group.add_argument("-target_os", help="target OS (default: host OS)")
     group.add_argument("-target_arch", help="target architecture (default: -arch)")
@@ -337,6 +337,18 @@ def start_logging(args: argparse.Namespace, settings: Settings) -> Path:
 
 
 # ---------------------------------------------------------------- tools
+
+@overload
+def find_tool(tool: str, settings: Settings) -> Path: ...
+
+
+@overload
+def find_tool(tool: str, settings: Settings, required: Literal[True]) -> Path: ...
+
+
+@overload
+def find_tool(tool: str, settings: Settings, required: bool) -> Optional[Path]: ...
+
 
 def find_tool(tool: str, settings: Settings, required: bool = True) -> Optional[Path]:
     """Core_Root, then the product directory, then PATH (docs/contracts.md §2.1)."""

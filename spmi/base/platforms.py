@@ -242,7 +242,7 @@ def termination_signals() -> List[int]:
 
 def lock_file(handle: IO[bytes]) -> None:
     """Block until this process holds an exclusive lock on an open file."""
-    if os.name == "nt":
+    if sys.platform == "win32":
         import msvcrt
         handle.seek(0)
         while True:
@@ -257,7 +257,7 @@ def lock_file(handle: IO[bytes]) -> None:
 
 
 def unlock_file(handle: IO[bytes]) -> None:
-    if os.name == "nt":
+    if sys.platform == "win32":
         import msvcrt
         handle.seek(0)
         msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)

@@ -163,7 +163,7 @@ def run(argv: Sequence[PathLike], *, cwd: Optional[PathLike] = None,
         out, err = proc.communicate()
         _log_output(out, err, log_level if log_output else logging.DEBUG)
         raise ToolTimeout(f"'{Path(args[0]).name}' did not finish within {timeout:g} s and was killed "
-                          f"(command: {format_command(args)})")
+                          f"(command: {format_command(args)})") from None
     except BaseException:  # Ctrl-C, SIGTERM: stop the tree, keep what is finished
         stop_process_tree(proc)
         proc.wait()

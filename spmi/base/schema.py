@@ -79,7 +79,7 @@ def check(hint: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
     if hint is Any:
         return value
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return build(hint, value, where)
     if origin is typing.Union:
         return _check_union(typing.get_args(hint), value, where)

@@ -21,7 +21,24 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain, compress, islice, repeat
 from operator import itemgetter, ne, not_
-from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, TextIO, Tuple, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    TextIO,
+    Tuple,
+    TypeVar,
+    Union,
+)
+
+if TYPE_CHECKING:
+    import _csv
 
 from spmi.base.errors import SuiteError
 
@@ -177,7 +194,8 @@ class DetailsTable:
         c = self.columns
         index = {name: position for position, name in enumerate(self.metric_names)}
         base_columns, diff_columns = self.base_columns, self.diff_columns
-        return [DetailsRow(*values, position, base_columns, diff_columns, index)
+        # zip of more than five columns is typed as a tuple of unknown length
+        return [DetailsRow(*values, position, base_columns, diff_columns, index)  # type: ignore[call-arg]
                 for position, values in enumerate(zip(
                     c.context, c.context_size, c.method_name, c.tier, c.base_result, c.diff_result, c.minopts,
                     c.has_diff, c.base_instructions, c.diff_instructions, c.line))]
@@ -320,7 +338,7 @@ def _discover_layout(header: Sequence[str], source: str) -> _Layout:
         columns.setdefault(name.strip(), index)
     if _BASE_RESULT in columns and _DIFF_RESULT in columns:
         metrics, base_cols, diff_cols = _diff_metrics(header, columns)
-        required = (_CONTEXT, _CONTEXT_SIZE, _MINOPTS, _HAS_DIFF)
+        required: Tuple[str, ...] = (_CONTEXT, _CONTEXT_SIZE, _MINOPTS, _HAS_DIFF)
         layout = _Layout(True, columns, metrics, base_cols, diff_cols)
     elif _RESULT in columns:
         metrics = list(dict.fromkeys(name.strip() for name in header if name.strip() not in _REPLAY_FIXED))
@@ -820,7 +838,7 @@ def _read_csv_rows(lines: Iterable[str], line_number: int, builder: "_TableBuild
         builder.add(list(zip(*records)), line_numbers)
 
 
-def _read_chunks(reader: "csv._reader", getter: Callable[[List[str]], Tuple[str, ...]], width: int,
+def _read_chunks(reader: "_csv.Reader", getter: Callable[[List[str]], Tuple[str, ...]], width: int,
                  lines: _LineTracker, source: str,
                  offset: int) -> Iterator[Tuple[List[Tuple[str, ...]], List[int]]]:
     """Kept fields of the rows, a few thousand at a time; line numbers count from `offset`.

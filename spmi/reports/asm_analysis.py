@@ -12,16 +12,7 @@ from itertools import compress, repeat
 from operator import add, and_, eq, truediv
 from typing import Container, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
-from spmi.formats.details import (
-    CODE_BYTES,
-    ERROR,
-    MISS,
-    PERFSCORE,
-    SUCCESS,
-    DetailsRow,
-    DetailsTable,
-    concatenate,
-)
+from spmi.formats.details import CODE_BYTES, ERROR, MISS, PERFSCORE, SUCCESS, DetailsRow, DetailsTable, concatenate
 from spmi.reports.asm_model import IMPROVEMENT, REGRESSION, Aggregate, CollectionAggregates, DiffListStats, ExampleDiff
 
 Number = Union[int, float]
@@ -51,8 +42,8 @@ def aggregate_table(table: DetailsTable) -> CollectionAggregates:
         i = row.position
         b_bytes, d_bytes, b_perf, d_perf = base_code[i], diff_code[i], base_perf[i], diff_perf[i]
         agg.diffed_contexts += 1
-        agg.base_code_bytes += b_bytes
-        agg.diff_code_bytes += d_bytes
+        agg.base_code_bytes += int(b_bytes)
+        agg.diff_code_bytes += int(d_bytes)
         agg.base_perfscore += b_perf
         agg.diff_perfscore += d_perf
         agg.base_instructions += row.base_instructions
@@ -60,7 +51,7 @@ def aggregate_table(table: DetailsTable) -> CollectionAggregates:
         agg.perfscore_log_sum += perfscore_log_ratio(b_perf, d_perf)
         if row.has_diff:
             agg.contexts_with_diffs += 1
-            _count_diff(stats, b_bytes, d_bytes, b_perf, d_perf)
+            _count_diff(stats, int(b_bytes), int(d_bytes), b_perf, d_perf)
     return result
 
 
@@ -157,7 +148,7 @@ class DetailsDigest:
         stats = self.aggregates.diff_stats
         base_code, diff_code, base_perf, diff_perf = columns[:4]
         for i in with_diffs:
-            _count_diff(stats, base_code[i], diff_code[i], base_perf[i], diff_perf[i])
+            _count_diff(stats, int(base_code[i]), int(diff_code[i]), base_perf[i], diff_perf[i])
         if with_diffs:  # the diff list needs only code size and PerfScore (the sums above have the rest)
             self._diff_parts.append(table.only_metrics(DIFF_LIST_METRICS).subset(with_diffs))
         elif self._empty is None:
@@ -226,12 +217,12 @@ def _add_class(agg: Aggregate, table: DetailsTable, in_class: bytes, succeeded: 
     base_code, diff_code, base_perf, diff_perf, base_instr, diff_instr = (list(compress(column, succeeded))
                                                                           for column in columns)
     agg.diffed_contexts += count
-    agg.base_code_bytes = _in_order_sum(base_code, agg.base_code_bytes)
-    agg.diff_code_bytes = _in_order_sum(diff_code, agg.diff_code_bytes)
+    agg.base_code_bytes = int(_in_order_sum(base_code, agg.base_code_bytes))  # code sizes are whole bytes
+    agg.diff_code_bytes = int(_in_order_sum(diff_code, agg.diff_code_bytes))
     agg.base_perfscore = _in_order_sum(base_perf, agg.base_perfscore)
     agg.diff_perfscore = _in_order_sum(diff_perf, agg.diff_perfscore)
-    agg.base_instructions = _in_order_sum(base_instr, agg.base_instructions)
-    agg.diff_instructions = _in_order_sum(diff_instr, agg.diff_instructions)
+    agg.base_instructions = int(_in_order_sum(base_instr, agg.base_instructions))
+    agg.diff_instructions = int(_in_order_sum(diff_instr, agg.diff_instructions))
     ratios = map(truediv, map(max, diff_perf, repeat(1.0)), map(max, base_perf, repeat(1.0)))
     agg.perfscore_log_sum = _in_order_sum(map(math.log, ratios), agg.perfscore_log_sum)
     agg.contexts_with_diffs += sum(compress(c.has_diff, succeeded))
@@ -403,7 +394,8 @@ def _column_sums(sums: Mapping[str, Sequence[Number]], columns: Sequence[str]) -
     """Σ base and Σ diff of `columns` (from a digest's `metric_sums`); None when a column is absent."""
     if any(c not in sums for c in columns):
         return None
-    base = diff = 0
+    base: float = 0
+    diff: float = 0
     for column in columns:
         base += sums[column][0]
         diff += sums[column][1]

@@ -630,7 +630,7 @@ def iter_html(report: HtmlReport) -> Iterator[str]:
     collections = _index_of([*report.header.collections, *by_collection])
     tiers = _index_of(sorted({r.tier for r in report.rows}))
     listings = _reachable_listings(report)
-    listing_of = {(l.collection, l.context): i for i, l in enumerate(listings)}
+    listing_of = {(listing.collection, listing.context): i for i, listing in enumerate(listings)}
     title = escape_text(report.title)
     yield ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
            f'<meta http-equiv="Content-Security-Policy" content="{content_security_policy(script, style)}">'

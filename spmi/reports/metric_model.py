@@ -179,13 +179,26 @@ def value_kind(values: Iterable[Number]) -> str:
 class DiffColumns(Protocol):
     """The per-row fields of a diff-mode details table, column-wise (`details.DetailsColumns`)."""
 
-    context: Sequence[int]
-    method_name: Sequence[str]
-    minopts: Sequence[bool]
-    base_result: Sequence[str]
-    diff_result: Sequence[str]
-    base_instructions: Sequence[int]
-    diff_instructions: Sequence[int]
+    @property
+    def context(self) -> Sequence[int]: ...
+
+    @property
+    def method_name(self) -> Sequence[str]: ...
+
+    @property
+    def minopts(self) -> Sequence[bool]: ...
+
+    @property
+    def base_result(self) -> Sequence[str]: ...
+
+    @property
+    def diff_result(self) -> Sequence[str]: ...
+
+    @property
+    def base_instructions(self) -> Sequence[int]: ...
+
+    @property
+    def diff_instructions(self) -> Sequence[int]: ...
 
 
 class DiffTable(Protocol):

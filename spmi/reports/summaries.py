@@ -8,15 +8,8 @@ from typing import Any, Dict, Iterable, List, Optional, Union
 
 from spmi.base.errors import SuiteError
 from spmi.reports import asm_model as model
-from spmi.reports.asm_model import (
-    AsmDiffsSummary,
-    MergedSummary,
-)
-from spmi.reports.asm_overall import (
-    render_long_within,
-    render_overall,
-    render_short_within,
-)
+from spmi.reports.asm_model import AsmDiffsSummary, MergedSummary
+from spmi.reports.asm_overall import render_long_within, render_overall, render_short_within
 
 SummaryLike = Union[AsmDiffsSummary, Dict[str, Any], str]
 
@@ -40,15 +33,19 @@ def render_long_summary(merged: Union[MergedSummary, AsmDiffsSummary], artifact:
     """The long markdown: one platform renders exactly as a single run would; several
     platforms render as one overall file. Within 1 MiB either way."""
     single = _single(merged)
-    return render_long_within(single, artifact=artifact) if single else render_overall(merged, artifact=artifact)
+    if single is not None:
+        return render_long_within(single, artifact=artifact)
+    assert isinstance(merged, MergedSummary)  # a lone AsmDiffsSummary is always `single`
+    return render_overall(merged, artifact=artifact)
 
 
 def render_short_summary(merged: Union[MergedSummary, AsmDiffsSummary], artifact: str = "") -> str:
     """The short markdown, within 65,536 characters (see `render_long_summary`)."""
     single = _single(merged)
-    if single:
+    if single is not None:
         return render_short_within(single, artifact=artifact)
-    return render_overall(merged, artifact=artifact, short=True)  # type: ignore[arg-type]
+    assert isinstance(merged, MergedSummary)
+    return render_overall(merged, artifact=artifact, short=True)
 
 
 def _single(merged: Union[MergedSummary, AsmDiffsSummary]) -> Optional[AsmDiffsSummary]:

@@ -10,7 +10,7 @@ import re
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Set, Tuple, Type
 
 from spmi.base import platforms
 from spmi.base.errors import SuiteError
@@ -181,7 +181,7 @@ class _Transient(Exception):
     """A failure worth retrying (connection trouble, 5xx, a short body)."""
 
 
-def _transient_exceptions() -> Tuple[type, ...]:
+def _transient_exceptions() -> Tuple[Type[BaseException], ...]:
     import requests
     import urllib3.exceptions
     return (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,

@@ -8,7 +8,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional
 
 from spmi.base.errors import SuiteError
 
@@ -139,7 +139,7 @@ class StorageWriter:
     def _make_client(credentials: StorageCredentials, account_url: Optional[str]):  # type: ignore[no-untyped-def]
         from azure.storage.blob import BlobServiceClient, ExponentialRetry
         retries = default_retry_policy().attempts - 1
-        options = {"retry_policy": ExponentialRetry(initial_backoff=1, increment_base=2, retry_total=retries,
+        options: Dict[str, Any] = {"retry_policy": ExponentialRetry(initial_backoff=1, increment_base=2, retry_total=retries,
                                                     random_jitter_range=1),
                    "connection_timeout": 15, "read_timeout": 120}
         try:
