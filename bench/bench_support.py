@@ -1,6 +1,7 @@
 """What the benchmark scripts share: a sample toolchain to measure and a scratch folder."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -29,3 +30,11 @@ def work_folder(keep: Optional[str], prefix: str) -> Iterator[Path]:
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, for the printed figures ("n/a" where unknown)."""
+    try:
+        return " ".join(f"{value:.2f}" for value in os.getloadavg())
+    except (OSError, AttributeError):
+        return "n/a"

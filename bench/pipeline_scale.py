@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from bench_support import ROOT, make_sample_toolchain, work_folder
+from bench_support import ROOT, load_average, make_sample_toolchain, work_folder
 
 CLOSED_STORAGE = "http://127.0.0.1:9/devstoreaccount1"
 COLLECTIONS = 6
@@ -75,13 +75,6 @@ def run_pipeline(work: Path, toolchain: Path, store: Path, work_items: int, labe
         raise SystemExit(f"the pipeline ran no win-x86 work item (exit {proc.returncode}):\n{proc.stdout[-3000:]}")
     print(f"  {label}: {elapsed:7.1f} s  exit {proc.returncode}  work items: {', '.join(items)}", flush=True)
     return elapsed
-
-
-def load_average() -> str:
-    try:
-        return " ".join(f"{value:.2f}" for value in os.getloadavg())
-    except OSError:
-        return "n/a"
 
 
 def main() -> int:

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from bench_support import ROOT, make_sample_toolchain, work_folder
+from bench_support import ROOT, load_average, make_sample_toolchain, work_folder
 
 #: Runs a script (argv[1:]) and writes its own peak RSS (KiB) and CPU seconds to stderr at exit.
 SELF_USAGE_WRAPPER = """
@@ -66,13 +66,6 @@ def run_asmdiffs(toolchain: Path, out: Path, extra: List[str]) -> Dict[str, floa
         raise SystemExit(f"asmdiffs exited {proc.returncode} without a usage report: {proc.stderr[-2000:]}")
     _, rss_kib, cpu = reports[-1]
     return {"code": proc.returncode, "rss_mb": int(rss_kib) / 1024, "cpu": float(cpu), "wall": wall}
-
-
-def load_average() -> str:
-    try:
-        return " ".join(f"{value:.2f}" for value in os.getloadavg())
-    except OSError:
-        return "n/a"
 
 
 def main() -> int:

@@ -299,13 +299,8 @@ class JitOptions:
 
 
 @dataclass
-class AsmDiffsSummary:
-    """One asmdiffs run (one target): header facts and the collections in processing order.
-
-    `baseline` describes how the base JIT was chosen (hash, candidates tried);
-    `analyzer` is "jit-analyze", "built-in" or "" (none); `repro_command` is the
-    `python superpmi.py asmdiffs ...` line that reproduces the run.
-    """
+class RunFacts:
+    """Where a run ran and with which JITs: the facts every asmdiffs report starts with."""
 
     target_os: str
     target_arch: str
@@ -313,6 +308,17 @@ class AsmDiffsSummary:
     host_arch: str = ""
     base_jit_path: str = ""
     diff_jit_path: str = ""
+
+
+@dataclass
+class AsmDiffsSummary(RunFacts):
+    """One asmdiffs run (one target): header facts and the collections in processing order.
+
+    `baseline` describes how the base JIT was chosen (hash, candidates tried);
+    `analyzer` is "jit-analyze", "built-in" or "" (none); `repro_command` is the
+    `python superpmi.py asmdiffs ...` line that reproduces the run.
+    """
+
     jit_options: JitOptions = field(default_factory=JitOptions)
     baseline: str = ""
     analyzer: str = ""

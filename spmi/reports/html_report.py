@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple, Union
 
+from spmi.reports.asm_model import RunFacts
+
 ASSETS = Path(__file__).resolve().parent / "html_assets"
 
 # Per-row arrays are written this many values at a time by the streaming writer.
@@ -53,15 +55,9 @@ SAME = "same"
 # ---------------------------------------------------------------- input records
 
 @dataclass
-class ReportHeader:
+class ReportHeader(RunFacts):
     """Facts about the run shown at the top (all untrusted text; escaped when shown)."""
 
-    target_os: str
-    target_arch: str
-    host_os: str = ""
-    host_arch: str = ""
-    base_jit_path: str = ""
-    diff_jit_path: str = ""
     baseline: str = ""                  # e.g. the git hash of the baseline JIT build
     base_options: List[str] = field(default_factory=list)
     diff_options: List[str] = field(default_factory=list)
