@@ -142,3 +142,13 @@ def test_sources_cite_only_documents_in_the_repository():
              for m in re.findall(r"docs/contracts\.md §(\d+(?:\.\d+)*[a-z]?)", path.read_text(encoding="utf-8"))}
     missing = sorted(c for c in cited if f'id="s{c}"' not in contracts)
     assert not missing, f"sections cited but not in docs/contracts.md: {missing}"
+
+
+def test_child_processes_start_only_in_the_runner():
+    starts = re.compile(r"\bsubprocess\.(run|Popen|call|check_call|check_output)\(|\bos\.(system|popen)\(")
+    offenders = [f"{path.relative_to(REPO)}:{number}"
+                 for path in sorted(REPO.glob("*.py")) + sorted(PACKAGE.rglob("*.py"))
+                 if path != PACKAGE / "base" / "runner.py"
+                 for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                 if starts.search(line)]
+    assert not offenders, offenders

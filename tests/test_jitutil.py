@@ -105,3 +105,18 @@ def test_console_logging_follows_a_replaced_stdout(monkeypatch, tmp_path):
     assert "one" in first.getvalue() and "two" not in first.getvalue()
     assert "Error: two" in second.getvalue()
     assert "Error: two" in (tmp_path / "x.log").read_text()
+
+
+def test_run_can_send_both_streams_to_one_file(tmp_path):
+    code = "import sys; print('out', flush=True); print('err', file=sys.stderr, flush=True); sys.exit(3)"
+    log_path = tmp_path / "console.log"
+    with log_path.open("wb") as out:
+        result = runner.run([sys.executable, "-c", code], output_file=out)
+    assert result.returncode == 3 and result.stdout == "" and result.stderr == ""
+    assert log_path.read_text().splitlines() == ["out", "err"]
+
+
+def test_run_can_pass_output_through(capfd):
+    result = runner.run([sys.executable, "-c", "print('shown')"], inherit_output=True)
+    assert result.returncode == 0 and result.stdout == ""
+    assert capfd.readouterr().out == "shown\n"

@@ -16,7 +16,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from spmi.base import platforms
 from spmi.base.errors import SuiteError, Terminated, ToolTimeout
@@ -130,11 +130,14 @@ def stop_on_termination() -> Iterator[None]:
 def run(argv: Sequence[PathLike], *, cwd: Optional[PathLike] = None,
         env: Optional[Mapping[str, str]] = None, extra_env: Optional[Mapping[str, str]] = None,
         timeout: Optional[float] = None, log_level: int = logging.DEBUG,
-        log_output: bool = True) -> RunResult:
+        log_output: bool = True, output_file: Optional[IO[bytes]] = None,
+        inherit_output: bool = False) -> RunResult:
     """Run a tool with an argument vector (never a shell) and capture its output.
 
     stdout and stderr are captured separately and logged line by line after the
-    process ends. On timeout the whole process tree is killed and `ToolTimeout`
+    process ends; with `output_file` both go, interleaved, into that open file
+    instead, and with `inherit_output` to this process's own stdout and stderr
+    (the result's texts are then empty). On timeout the whole process tree is killed and `ToolTimeout`
     raised; on Ctrl-C the tree is killed and KeyboardInterrupt re-raised.
     A missing executable raises `SuiteError`.
     """
@@ -148,8 +151,8 @@ def run(argv: Sequence[PathLike], *, cwd: Optional[PathLike] = None,
     started = time.monotonic()
     try:
         proc = subprocess.Popen(args, cwd=None if cwd is None else os.fspath(cwd), env=child_env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, **_popen_group_kwargs())  # type: ignore[call-overload]
+                                stdin=subprocess.DEVNULL, **_output_kwargs(output_file, inherit_output),
+                                **_popen_group_kwargs())  # type: ignore[call-overload]
     except FileNotFoundError as exc:
         raise SuiteError(f"cannot run '{args[0]}': {exc.strerror}; check the path") from exc
     except PermissionError as exc:
@@ -161,7 +164,7 @@ def run(argv: Sequence[PathLike], *, cwd: Optional[PathLike] = None,
     except subprocess.TimeoutExpired:
         kill_process_tree(proc)
         out, err = proc.communicate()
-        _log_output(out, err, log_level if log_output else logging.DEBUG)
+        _log_output(out or b"", err or b"", log_level if log_output else logging.DEBUG)
         raise ToolTimeout(f"'{Path(args[0]).name}' did not finish within {timeout:g} s and was killed "
                           f"(command: {format_command(args)})") from None
     except BaseException:  # Ctrl-C, SIGTERM: stop the tree, keep what is finished
@@ -171,12 +174,22 @@ def run(argv: Sequence[PathLike], *, cwd: Optional[PathLike] = None,
     finally:
         with _children_lock:
             _children.pop(proc.pid, None)
+    out, err = out or b"", err or b""
     stdout = out.decode("utf-8", errors="replace")
     stderr = err.decode("utf-8", errors="replace")
     if log_output:
         _log_output(out, err, log_level)
     outcome = platforms.normalize_exit_code(proc.returncode, platforms.detect_host_os())
     return RunResult(args, proc.returncode, stdout, stderr, outcome, time.monotonic() - started)
+
+
+def _output_kwargs(output_file: Optional[IO[bytes]], inherit_output: bool) -> Dict[str, Any]:
+    """Where the child's stdout and stderr go: captured (default), one file, or ours."""
+    if output_file is not None:
+        return {"stdout": output_file, "stderr": subprocess.STDOUT}
+    if inherit_output:
+        return {"stdout": None, "stderr": None}
+    return {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
 
 
 def _log_output(out: bytes, err: bytes, level: int) -> None:

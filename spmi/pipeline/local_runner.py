@@ -7,7 +7,6 @@ import concurrent.futures
 import logging
 import os
 import shutil
-import subprocess
 import sys
 import uuid
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Sequence
 
 from spmi.base import runner
+from spmi.base.errors import ToolTimeout
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.helix import WorkItem, expand_command
 from spmi.pipeline.payload import copy_file
@@ -93,10 +93,9 @@ def run_work_item_locally(item: WorkItem, payload: Path, root: Path, python: str
         out.write(("+ " + runner.format_command(argv) + "\n").encode("utf-8"))
         out.flush()
         try:
-            proc = subprocess.run(argv, cwd=str(directory / "work"), env=env, stdin=subprocess.DEVNULL,
-                                  stdout=out, stderr=subprocess.STDOUT, timeout=_timeout_seconds(item.timeout))
-            code = proc.returncode
-        except subprocess.TimeoutExpired:
+            code = runner.run(argv, cwd=directory / "work", env=env, timeout=_timeout_seconds(item.timeout),
+                              output_file=out).returncode
+        except ToolTimeout:
             out.write(f"\nwork item timed out after {item.timeout}\n".encode("utf-8"))
             code = 1
     upload = directory / "upload"
@@ -148,7 +147,7 @@ def run_locally(items: Sequence[WorkItem], payload: Path, local_dir: Path, host_
     argv = [sys.executable, str(source_directory / pipeline.SUMMARIZE_SCRIPT), "-diff_summary_dir",
             str(results_dir), "-arch", host_arch, "-platform", host_os, "-type", type_name]
     sys.stdout.flush()
-    code = subprocess.run(argv, stdin=subprocess.DEVNULL).returncode
+    code = runner.run(argv, inherit_output=True).returncode
     if code != 0:
         status = 1
         log.error("Error: summarize -type %s exited with %d", type_name, code)
