@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from itertools import chain, compress, islice, repeat
 from operator import itemgetter, ne, not_
 from typing import (
-    TYPE_CHECKING,
     Callable,
     Dict,
     Iterable,
@@ -30,6 +29,7 @@ from typing import (
     List,
     Mapping,
     Optional,
+    Protocol,
     Sequence,
     TextIO,
     Tuple,
@@ -37,10 +37,18 @@ from typing import (
     Union,
 )
 
-if TYPE_CHECKING:
-    import _csv
-
 from spmi.base.errors import SuiteError
+
+
+class _CsvReader(Protocol):
+    """What `csv.reader` returns, as far as this module uses it."""
+
+    line_num: int
+
+    def __iter__(self) -> Iterator[List[str]]: ...
+
+    def __next__(self) -> List[str]: ...
+
 
 Number = Union[int, float]
 _T = TypeVar("_T")
@@ -838,7 +846,7 @@ def _read_csv_rows(lines: Iterable[str], line_number: int, builder: "_TableBuild
         builder.add(list(zip(*records)), line_numbers)
 
 
-def _read_chunks(reader: "_csv.Reader", getter: Callable[[List[str]], Tuple[str, ...]], width: int,
+def _read_chunks(reader: "_CsvReader", getter: Callable[[List[str]], Tuple[str, ...]], width: int,
                  lines: _LineTracker, source: str,
                  offset: int) -> Iterator[Tuple[List[Tuple[str, ...]], List[int]]]:
     """Kept fields of the rows, a few thousand at a time; line numbers count from `offset`.
