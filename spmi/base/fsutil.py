@@ -9,7 +9,7 @@ import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, Union
 
 from spmi.base import platforms
 from spmi.base.errors import SuiteError
@@ -75,28 +75,24 @@ def confined_path(root: Path, untrusted_name: str, what: str = "name", single_se
     raise SuiteError(f"refusing {what} {untrusted_name!r}: it has {reason} and would be written outside {root}")
 
 
+def _first_free_path(path: Path, numbered: Callable[[int], str]) -> Path:
+    """`path` if nothing is there, else the first of `numbered(1)`, `numbered(2)`, ... that is free."""
+    candidate = path
+    index = 0
+    while candidate.exists():
+        index += 1
+        candidate = path.with_name(numbered(index))
+    return candidate
+
+
 def unique_file_path(path: Path) -> Path:
     """Unique name for a file to be created: `base.ext`, `base.1.ext`, ..."""
-    if not path.exists():
-        return path
-    index = 1
-    while True:
-        candidate = path.with_name(f"{path.stem}.{index}{path.suffix}")
-        if not candidate.exists():
-            return candidate
-        index += 1
+    return _first_free_path(path, lambda index: f"{path.stem}.{index}{path.suffix}")
 
 
 def unique_dir_path(path: Path) -> Path:
     """Unique name for a directory to be created: `x`, `x.1`, `x.2`, ..."""
-    if not path.exists():
-        return path
-    index = 1
-    while True:
-        candidate = path.with_name(f"{path.name}.{index}")
-        if not candidate.exists():
-            return candidate
-        index += 1
+    return _first_free_path(path, lambda index: f"{path.name}.{index}")
 
 
 def atomic_write_bytes(path: Path, data: bytes, make_parents: bool = True) -> None:
