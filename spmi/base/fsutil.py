@@ -48,6 +48,11 @@ def unsafe_name_reason(name: str, single_segment: bool = False) -> Optional[str]
     return None
 
 
+def relative_name_path(name: str) -> Path:
+    """`name` (either separator) as a relative path without empty or `.` components."""
+    return Path(*[p for p in name.replace("\\", "/").split("/") if p not in ("", ".")])
+
+
 def _is_inside(root: Path, candidate: Path) -> bool:
     try:
         return os.path.commonpath([str(root), str(candidate)]) == str(root)
@@ -63,7 +68,7 @@ def confined_path(root: Path, untrusted_name: str, what: str = "name", single_se
     naming the input, before anything is written."""
     reason = unsafe_name_reason(untrusted_name, single_segment)
     if reason is None:
-        relative = Path(*[p for p in untrusted_name.replace("\\", "/").split("/") if p not in ("", ".")])
+        relative = relative_name_path(untrusted_name)
         if not relative.parts:
             reason = "no file name"
         else:

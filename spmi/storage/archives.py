@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from spmi.base.errors import SuiteError
-from spmi.base.fsutil import confined_path, unsafe_name_reason
+from spmi.base.fsutil import confined_path, relative_name_path, unsafe_name_reason
 
 if TYPE_CHECKING:  # imported where used: commands that never touch storage start faster
     import zipfile
@@ -30,14 +30,9 @@ class NotAZip(DownloadError):
     """A `.zip` download that is not a readable zip archive."""
 
 
-def unsafe_archive_path_reason(name: str) -> Optional[str]:
-    """Why an archive entry's name may not be extracted (zip or tar; None when it is safe)."""
-    return unsafe_name_reason(name)
-
-
 def unsafe_zip_entry_reason(info: zipfile.ZipInfo) -> Optional[str]:
     """Why a zip entry may not be extracted (None when it is safe)."""
-    reason = unsafe_archive_path_reason(info.filename)
+    reason = unsafe_name_reason(info.filename)
     if reason:
         return reason
     mode = (info.external_attr >> 16) & 0xFFFF
@@ -78,7 +73,7 @@ def extract_zip(archive: Path, target_dir: Path, display_name: Optional[str] = N
         try:
             staged: List[Tuple[Path, Path]] = []
             for info in entries:
-                relative = Path(*[p for p in info.filename.replace("\\", "/").split("/") if p not in ("", ".")])
+                relative = relative_name_path(info.filename)
                 if info.is_dir() or not relative.parts:
                     continue
                 staging = scratch / relative
@@ -110,7 +105,7 @@ def extract_archive(archive: Path, target_dir: Path) -> List[Path]:
 
 def unsafe_tar_member_reason(member: tarfile.TarInfo) -> Optional[str]:
     """Why a tar entry may not be extracted (None when it is safe): the storage path rules, no links."""
-    reason = unsafe_archive_path_reason(member.name)
+    reason = unsafe_name_reason(member.name)
     if reason:
         return reason
     if member.issym() or member.islnk():
@@ -135,7 +130,7 @@ def extract_tar(archive: Path, target_dir: Path) -> List[Path]:
                 raise SuiteError(f"{archive.name}: entry '{member.name}' has {reason}; refusing to extract it")
         target_dir.mkdir(parents=True, exist_ok=True)
         for member in members:
-            relative = Path(*[p for p in member.name.replace("\\", "/").split("/") if p not in ("", ".")])
+            relative = relative_name_path(member.name)
             if not relative.parts:
                 continue
             destination = confined_path(target_dir, relative.as_posix(), f"{archive.name} entry")
