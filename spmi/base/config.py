@@ -71,45 +71,39 @@ def _number(text: str, convert: Callable[[str], Number], kind: str) -> Number:
     return value
 
 
+def _number_where(text: str, convert: Callable[[str], Number], kind: str,
+                  accepted: Callable[[Number], bool], requirement: str) -> Number:
+    """`text` as a number of `kind` that passes `accepted`, else "'text' must be <requirement>"."""
+    value = _number(text, convert, kind)
+    if not accepted(value):
+        raise argparse.ArgumentTypeError(f"'{text}' must be {requirement}")
+    return value
+
+
 def positive_float(text: str) -> float:
     """A finite number greater than 0 (e.g. seconds)."""
-    value = _number(text, float, "a number")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"'{text}' must be greater than 0")
-    return float(value)
+    return float(_number_where(text, float, "a number", lambda v: v > 0, "greater than 0"))
 
 
 def non_negative_float(text: str) -> float:
     """A finite number of 0 or more (e.g. a percentage where 0 disables)."""
-    value = _number(text, float, "a number")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"'{text}' must be 0 or more")
-    return float(value)
+    return float(_number_where(text, float, "a number", lambda v: v >= 0, "0 or more"))
 
 
 def non_negative_int(text: str) -> int:
     """A whole number of 0 or more."""
-    value = _number(text, int, "a whole number")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"'{text}' must be 0 or more")
-    return int(value)
+    return int(_number_where(text, int, "a whole number", lambda v: v >= 0, "0 or more"))
 
 
 def positive_int(text: str) -> int:
     """A whole number of 1 or more."""
-    value = _number(text, int, "a whole number")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' must be at least 1")
-    return int(value)
+    return int(_number_where(text, int, "a whole number", lambda v: v >= 1, "at least 1"))
 
 
 def int_between(low: int, high: int) -> Callable[[str], int]:
     """A whole number from `low` to `high` (both included)."""
     def parse(text: str) -> int:
-        value = _number(text, int, "a whole number")
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"'{text}' must be from {low} to {high}")
-        return int(value)
+        return int(_number_where(text, int, "a whole number", lambda v: low <= v <= high, f"from {low} to {high}"))
     parse.__name__ = f"int_between_{low}_{high}"
     return parse
 
