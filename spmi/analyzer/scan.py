@@ -117,6 +117,17 @@ _READ_PREFIXES = (b"; Assembly listing for method", b"; Total bytes of code", b"
 _TOTAL_PREFIX = b"; Total bytes of code"
 
 
+# The §8.2 field patterns after code/prolog: (pattern, ((slot, group, conversion), ...)).
+_FIELD_RULES: Tuple[Tuple["re.Pattern[bytes]", Tuple[Tuple[int, int, Callable[[bytes], float]], ...]], ...] = (
+    (_PERF_RE, ((_PERF, 2, float),)),
+    (_INSTR_RE, ((_INSTR, 1, int),)),
+    (_ALLOC_RE, ((_ALLOC, 1, int),)),
+    (_DEBUG_RE, ((_DCLAUSE, 1, int), (_DVAR, 2, int))),
+    (_SPILL_RE, ((_SPILL, 1, int), (_SPILLWT, 2, float))),
+    (_RES_RE, ((_RES, 1, int), (_RESWT, 2, float))),
+)
+
+
 def _parse_line_exactly(line: bytes) -> Tuple[bytes, list, bool]:
     """Apply the §8.2 patterns to one line: (name, values, matches code/prolog pattern)."""
     values = _new_entry()
@@ -126,27 +137,11 @@ def _parse_line_exactly(line: bytes) -> Tuple[bytes, list, bool]:
     if data:
         values[_CODE] = int(data.group(1))
         values[_PROLOG] = int(data.group(2))
-    m = _PERF_RE.search(line)
-    if m:
-        values[_PERF] = float(m.group(2))
-    m = _INSTR_RE.search(line)
-    if m:
-        values[_INSTR] = int(m.group(1))
-    m = _ALLOC_RE.search(line)
-    if m:
-        values[_ALLOC] = int(m.group(1))
-    m = _DEBUG_RE.search(line)
-    if m:
-        values[_DCLAUSE] = int(m.group(1))
-        values[_DVAR] = int(m.group(2))
-    m = _SPILL_RE.search(line)
-    if m:
-        values[_SPILL] = int(m.group(1))
-        values[_SPILLWT] = float(m.group(2))
-    m = _RES_RE.search(line)
-    if m:
-        values[_RES] = int(m.group(1))
-        values[_RESWT] = float(m.group(2))
+    for pattern, fields in _FIELD_RULES:
+        m = pattern.search(line)
+        if m:
+            for slot, group, convert in fields:
+                values[slot] = convert(m.group(group))
     return name, values, data is not None
 
 
