@@ -283,16 +283,7 @@ class _MetricAccumulator:
         s.diff_total += fdiff
         s.delta_total += fdelta
         s.relative_total += frel
-        if fdelta < 0:
-            s.files_improved += 1
-            if self.collect:
-                self.file_imp.offer(fdelta, (base_key, diff_key, fdelta, fbase))
-        elif fdelta > 0:
-            s.files_regressed += 1
-            if self.collect:
-                self.file_reg.offer(-fdelta, (base_key, diff_key, fdelta, fbase))
-        else:
-            s.files_unchanged += 1
+        self._file_compared(base_key, diff_key, fdelta, fbase)
 
     def add_single_method_file(self, base_key: str, diff_key: str, name: bytes, be: list, de: list) -> None:
         """add_file() for a file pair holding the same single method on both sides."""
@@ -305,18 +296,23 @@ class _MetricAccumulator:
         s.diff_total += d
         s.delta_total += delta
         s.relative_total += delta / b if b else _ratio(delta, b)
-        if not delta:
-            s.files_unchanged += 1
-            return
-        self._method_changed(name, base_key, delta, b, be[_INSTANCES], de[_INSTANCES])
+        if delta != 0:
+            self._method_changed(name, base_key, delta, b, be[_INSTANCES], de[_INSTANCES])
+        self._file_compared(base_key, diff_key, delta, b)
+
+    def _file_compared(self, base_key: str, diff_key: str, delta: float, base: float) -> None:
+        """Count a compared file pair as improved, regressed or unchanged by its total delta."""
+        s = self.summary
         if delta < 0:
             s.files_improved += 1
             if self.collect:
-                self.file_imp.offer(delta, (base_key, diff_key, delta, b))
-        else:
+                self.file_imp.offer(delta, (base_key, diff_key, delta, base))
+        elif delta > 0:
             s.files_regressed += 1
             if self.collect:
-                self.file_reg.offer(-delta, (base_key, diff_key, delta, b))
+                self.file_reg.offer(-delta, (base_key, diff_key, delta, base))
+        else:
+            s.files_unchanged += 1
 
     def _method_changed(self, name: bytes, key: str, delta: float, base: float, bcount: int, dcount: int) -> None:
         s = self.summary
