@@ -160,10 +160,6 @@ class Settings:
     show_progress: bool = False
     extra: dict = field(default_factory=dict)
 
-    @property
-    def is_cross(self) -> bool:
-        return self.arch != self.target_arch or self.host_os != self.target_os
-
     def tool_search_dirs(self) -> List[Path]:
         return [d for d in (self.core_root, self.product_dir) if d is not None]
 

@@ -41,11 +41,6 @@ def neutralize_commands(text: str) -> str:
     return _GITHUB_LINE_START_RE.sub(lambda m: m.group(1) + ":\u200b:", text)
 
 
-def has_command(line: str) -> bool:
-    """True when a console line would be acted on as a pipeline command."""
-    return bool(_AZDO_PREFIX_RE.search(line) or re.match(r"^[ \t]*::", line))
-
-
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
 
 

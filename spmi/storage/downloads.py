@@ -93,11 +93,6 @@ def download_files(items: Sequence[DownloadItem], show_progress: bool = False,
     return downloader.run(list(items))
 
 
-def download_file(url: str, target_dir: Path, optional: bool = False, show_progress: bool = False,
-                  **kwargs: Any) -> Optional[List[Path]]:
-    return download_files([DownloadItem(url, Path(target_dir), optional=optional)], show_progress, **kwargs)[0]
-
-
 class _Cancelled(Exception):
     pass
 

@@ -220,11 +220,6 @@ class StorageWriter:
         self._call(f"Uploading {path.name}", upload)
         return url
 
-    def upload_bytes(self, container: str, name: str, data: bytes) -> str:
-        blob = self.client.get_blob_client(container, name)
-        self._call(f"Uploading {name}", lambda: blob.upload_blob(data, overwrite=True))
-        return blob_url(container, name, self.account_url)
-
 
 def _sdk_reason(exc: Exception) -> str:
     code = getattr(exc, "error_code", None)
