@@ -10,7 +10,7 @@ import stat
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, Iterable, List, Optional, Tuple
 
 from spmi.base.errors import SuiteError
 from spmi.base.fsutil import confined_path, relative_name_path, unsafe_name_reason
@@ -23,7 +23,7 @@ log = logging.getLogger("superpmi")
 
 
 class UnsafeArchive(DownloadError):
-    """A zip holds an entry that would land outside the target directory."""
+    """An archive (zip or tar) holds an entry that may not be extracted."""
 
 
 class NotAZip(DownloadError):
@@ -41,6 +41,13 @@ def unsafe_zip_entry_reason(info: zipfile.ZipInfo) -> Optional[str]:
     if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         return "a special file"
     return None
+
+
+def _refuse_unsafe_entries(shown: str, reasons: Iterable[Tuple[str, Optional[str]]]) -> None:
+    """Refuse the whole archive at its first unsafe entry, before anything is written."""
+    for name, reason in reasons:
+        if reason:
+            raise UnsafeArchive(f"{shown}: entry '{name}' has {reason}; refusing to extract it")
 
 
 def _confined_entry(target_dir: Path, relative: Path, shown: str) -> Path:
@@ -65,10 +72,7 @@ def extract_zip(archive: Path, target_dir: Path, display_name: Optional[str] = N
         raise NotAZip(f"{shown} is not a valid zip file ({exc}); the download was discarded") from None
     with zf:
         entries = zf.infolist()
-        for info in entries:
-            reason = unsafe_zip_entry_reason(info)
-            if reason:
-                raise UnsafeArchive(f"{shown}: entry '{info.filename}' has {reason}; refusing to extract it")
+        _refuse_unsafe_entries(shown, ((info.filename, unsafe_zip_entry_reason(info)) for info in entries))
         scratch = Path(tempfile.mkdtemp(prefix=TEMP_DIR_PREFIX + "-extract-", dir=str(target_dir)))
         try:
             staged: List[Tuple[Path, Path]] = []
@@ -124,10 +128,7 @@ def extract_tar(archive: Path, target_dir: Path) -> List[Path]:
     written: List[Path] = []
     with handle:
         members = handle.getmembers()
-        for member in members:
-            reason = unsafe_tar_member_reason(member)
-            if reason:
-                raise SuiteError(f"{archive.name}: entry '{member.name}' has {reason}; refusing to extract it")
+        _refuse_unsafe_entries(archive.name, ((m.name, unsafe_tar_member_reason(m)) for m in members))
         target_dir.mkdir(parents=True, exist_ok=True)
         for member in members:
             relative = relative_name_path(member.name)
