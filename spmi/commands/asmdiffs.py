@@ -189,9 +189,12 @@ def run_asmdiffs(args: argparse.Namespace) -> int:
             work = temp_dir / str(index)
             work.mkdir()
             results.append(diff_collection(job, mch, work))
-        summary_files = [] if flags.diff_with_release else write_summaries(job, results, collections)
-        if summary_files and flags.html:
-            summary_files.append(write_html_report(job, results, collections, summary_files[0]))
+        summary_files: List[Path] = []
+        if results and not flags.diff_with_release:
+            summary = build_summary(job, results, collections)
+            summary_files = write_summaries(job, summary)
+            if flags.html:
+                summary_files.append(write_html_report(job, results, summary, summary_files[0]))
     return finish(results, summary_files)
 
 
@@ -555,11 +558,8 @@ def describe_baseline(job: Job) -> str:
     return text
 
 
-def write_summaries(job: Job, results: Sequence[CollectionDiff], collections: Sequence[Path]) -> List[Path]:
+def write_summaries(job: Job, summary: "asm_model.AsmDiffsSummary") -> List[Path]:
     """`diff_summary[.N].md` + `diff_short_summary[.N].md` (or one `.json`), new names, temp-then-rename."""
-    if not results:
-        return []
-    summary = build_summary(job, results, collections)
     directory = job.settings.spmi_location
     directory.mkdir(parents=True, exist_ok=True)
     long_path, short_path = outputs.summary_paths(directory, "diff", job.flags.summary_as_json)
@@ -574,7 +574,7 @@ def write_summaries(job: Job, results: Sequence[CollectionDiff], collections: Se
 
 # ---------------------------------------------------------------- the HTML diff explorer
 
-def write_html_report(job: Job, results: Sequence[CollectionDiff], collections: Sequence[Path],
+def write_html_report(job: Job, results: Sequence[CollectionDiff], summary: "asm_model.AsmDiffsSummary",
                       summary_path: Path) -> Path:
     """`diff_report[.N].html` beside the summary: every context with diffs, the listings of the picked ones."""
     budget = html_step.ListingBudget()
@@ -589,5 +589,5 @@ def write_html_report(job: Job, results: Sequence[CollectionDiff], collections: 
                                                   job.jit_options.side("diff"), env, job.settings.host_os)
 
         listings += html_step.read_listings(result.mch.name, result.asm_dir, repro, budget)
-    report = html_build.report_from_summary(build_summary(job, results, collections), listings)
+    report = html_build.report_from_summary(summary, listings)
     return html_step.write_report(report, html_step.report_path(summary_path), budget)

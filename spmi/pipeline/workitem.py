@@ -151,19 +151,23 @@ def render_argv(cfg: DriverConfig, diff_type: DiffType, summary_json: Path, outp
             "-summaries", str(summary_json), "-output_long_summary_path", str(output_md)]
 
 
+def _baseline_and_jit_options(baseline_hash: Optional[str], base_jit_options: Sequence[str],
+                              diff_jit_options: Sequence[str]) -> List[str]:
+    argv = ["-base_git_hash", baseline_hash] if baseline_hash else []
+    for option in base_jit_options:
+        argv += ["-base_jit_option", option]
+    for option in diff_jit_options:
+        argv += ["-diff_jit_option", option]
+    return argv
+
+
 def repro_command(target_os: str, target_arch: str, diff_type: DiffType, baseline_hash: Optional[str],
                   base_jit_options: Sequence[str], diff_jit_options: Sequence[str]) -> str:
     """What a developer runs in their enlistment to see the same diffs."""
     argv = ["python", "src/coreclr/scripts/superpmi.py", diff_type.name,
             "-target_os", target_os, "-target_arch", target_arch,
             "-arch", pipeline.work_item_host_arch(target_arch)]
-    if baseline_hash:
-        argv += ["-base_git_hash", baseline_hash]
-    for option in base_jit_options:
-        argv += ["-base_jit_option", option]
-    for option in diff_jit_options:
-        argv += ["-diff_jit_option", option]
-    return " ".join(argv)
+    return " ".join(argv + _baseline_and_jit_options(baseline_hash, base_jit_options, diff_jit_options))
 
 
 def context_repro_command(target_os: str, target_arch: str, diff_type: DiffType, baseline_hash: Optional[str],
@@ -173,13 +177,7 @@ def context_repro_command(target_os: str, target_arch: str, diff_type: DiffType,
     name = collection[:-len(".mch")] if collection.lower().endswith(".mch") else collection
     head = repro_command(target_os, target_arch, diff_type, None, (), ())
     argv = [head, "-filter", name, "-c", str(context)]
-    if baseline_hash:
-        argv += ["-base_git_hash", baseline_hash]
-    for option in base_jit_options:
-        argv += ["-base_jit_option", option]
-    for option in diff_jit_options:
-        argv += ["-diff_jit_option", option]
-    return " ".join(argv)
+    return " ".join(argv + _baseline_and_jit_options(baseline_hash, base_jit_options, diff_jit_options))
 
 
 def tool_environment(payload: Path, environ: Mapping[str, str]) -> Dict[str, str]:

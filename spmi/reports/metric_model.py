@@ -172,10 +172,6 @@ class CollectionResult:
         return metric in self.totals
 
 
-def value_kind(values: Iterable[Number]) -> str:
-    return "float" if any(isinstance(v, float) for v in values) else "int"
-
-
 class DiffColumns(Protocol):
     """The per-row fields of a diff-mode details table, column-wise (`details.DetailsColumns`)."""
 
