@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 
 from spmi.base import logs
 from spmi.base.config import ArgumentParser
+from spmi.base.errors import SuiteError
 from spmi.base.facts import jit_ee_version_text, platform_report
 from spmi.storage import archives
 
@@ -52,6 +53,8 @@ def _jit_ee_version(args: argparse.Namespace) -> int:
 
 
 def _extract(args: argparse.Namespace) -> int:
+    if not Path(args.archive).is_file():
+        raise SuiteError(f"archive '{args.archive}' not found; check the path")
     written = archives.extract_archive(Path(args.archive), Path(args.directory))
     print(f"extracted {len(written)} files into {args.directory}")
     return 0

@@ -17,7 +17,6 @@ from spmi.base.errors import SuiteError, Terminated
 from spmi.base.runner import kill_all_children, stop_on_termination
 
 log = logging.getLogger("superpmi")
-redaction.install_log_redaction(log)  # every record of the suite's logger is redacted
 
 
 SUITE_COMMAND = {"suite_command": True}  # `extra=` of a record that carries one of the suite's own commands

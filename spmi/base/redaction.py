@@ -71,3 +71,8 @@ def install_log_redaction(logger: logging.Logger) -> None:
     """Add the redacting filter to `logger` once (done on import for the suite's logger)."""
     if not any(isinstance(f, RedactingFilter) for f in logger.filters):
         logger.addFilter(RedactingFilter())
+
+
+# The suite logs through one logger; whoever imports this module (the logging set-up and every
+# storage module do) gets its records redacted, whatever else was imported first.
+install_log_redaction(log)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Iterable, List, Optional, Tuple
 
 from spmi.base.errors import SuiteError
 from spmi.base.fsutil import confined_path, relative_name_path, unsafe_name_reason
+from spmi.base.untrusted import one_line
 
 if TYPE_CHECKING:  # imported where used: commands that never touch storage start faster
     import zipfile
@@ -69,7 +70,7 @@ def extract_zip(archive: Path, target_dir: Path, display_name: Optional[str] = N
     try:
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise NotAZip(f"{shown} is not a valid zip file ({exc}); the download was discarded") from None
+        raise NotAZip(f"{shown} is not a valid zip file ({one_line(str(exc))})") from None
     with zf:
         entries = zf.infolist()
         _refuse_unsafe_entries(shown, ((info.filename, unsafe_zip_entry_reason(info)) for info in entries))
@@ -92,7 +93,7 @@ def extract_zip(archive: Path, target_dir: Path, display_name: Optional[str] = N
                 results.append(final)
             return results
         except zipfile.BadZipFile as exc:
-            raise NotAZip(f"{shown} is damaged ({exc}); the download was discarded") from None
+            raise NotAZip(f"{shown} is damaged ({one_line(str(exc))})") from None
         except OSError as exc:
             raise DownloadError(f"extracting {shown} into {target_dir} failed: {exc.strerror or exc}; "
                                 "free some disk space and run again") from None
@@ -124,7 +125,7 @@ def extract_tar(archive: Path, target_dir: Path) -> List[Path]:
     try:
         handle = tarfile.open(archive, "r:*")
     except (tarfile.TarError, OSError) as exc:
-        raise SuiteError(f"{archive.name} is not a readable tar archive ({exc}); the download was discarded") from None
+        raise SuiteError(f"{archive.name} is not a readable tar archive ({one_line(str(exc))})") from None
     written: List[Path] = []
     with handle:
         members = handle.getmembers()

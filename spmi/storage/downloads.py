@@ -420,9 +420,9 @@ class _Downloader:
         if job.item.should_extract:
             try:
                 job.result = extract_zip(job.part, job.item.target_dir, display_name=job.item.name)
-            except (UnsafeArchive, NotAZip):
+            except (UnsafeArchive, NotAZip) as exc:
                 self._discard(job)
-                raise
+                raise type(exc)(f"{exc}; the download was discarded") from None
             self._discard(job)
         else:
             os.replace(job.part, target)
