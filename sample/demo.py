@@ -10,6 +10,7 @@ goes below --out (default `demo/` in the repository), which is safe to delete.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import subprocess
 import sys
@@ -50,9 +51,25 @@ def newest(paths: Sequence[Path]) -> Optional[Path]:
     return max(existing, key=lambda p: p.stat().st_mtime) if existing else None
 
 
+def interpreter_as_typed(executable: str, cwd: str) -> str:
+    """The interpreter running the demo as the user can type it: relative to `cwd` when it lies
+    inside it (`.venv/bin/python`), else its full path. Symbolic links are kept (a virtual
+    environment's `python` is one; resolving it would leave the environment)."""
+    full = os.path.abspath(executable)
+    try:
+        relative = os.path.relpath(full, cwd)
+    except ValueError:  # another drive
+        return full
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep) or os.path.isabs(relative):
+        return full
+    return relative if os.sep in relative else os.path.join(os.curdir, relative)
+
+
 def shown(argv: Sequence[str]) -> str:
-    """A command line as the user would type it (`python` for this interpreter)."""
-    return shlex.join(["python" if arg == sys.executable else arg for arg in argv])
+    """A command line as the user would type it, naming this interpreter (which has the
+    suite's requirements installed) rather than whatever `python` is on PATH."""
+    python = interpreter_as_typed(sys.executable, os.getcwd())
+    return shlex.join([python if arg == sys.executable else arg for arg in argv])
 
 
 def pipeline_commands(out: Path) -> List[List[str]]:
@@ -87,7 +104,8 @@ def next_steps(out: Path, spmi_locations: Sequence[Path], commands: Sequence[Lis
     lines += ["  3. Run the whole CI pipeline (asmdiffs, tpdiff, memdiff) locally, on a small toolchain with "
               "every target:"]
     lines += ["       " + shown(command) for command in pipeline_commands(out / "pipeline")]
-    lines.append("  More: python superpmi.py asmdiffs -h (examples and every option), README.md.")
+    lines.append("  More: %s (examples and every option), %s."
+                 % (shown([sys.executable, str(REPO / "superpmi.py"), "asmdiffs", "-h"]), REPO / "README.md"))
     return lines
 
 

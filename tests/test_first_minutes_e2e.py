@@ -146,10 +146,26 @@ def test_demo_is_short_and_ends_with_next_steps_that_work(tmp_path):
     opened = [Path(line.strip()) for line in steps if line.strip().endswith((".md", ".html"))]
     assert [p.name for p in opened] == ["diff_summary.md", "diff_report.html"] * 2
     assert all(p.is_file() for p in opened)
-    [verbose] = [shlex.split(line) for line in steps if line.strip().startswith("python") and line.endswith(" -v")]
-    pipeline = [line.strip() for line in steps if "make_toolchain.py" in line or "superpmi_asmdiffs_setup.py" in line]
-    assert len(pipeline) == 2 and pipeline[1].endswith("--run_locally")
-    rerun = subprocess.run([sys.executable, *verbose[1:]], capture_output=True, text=True, env=env, timeout=300)
+    commands = [shlex.split(line) for line in steps if not line.strip().startswith("More:")
+                and ("superpmi.py" in line or "make_toolchain.py" in line or "superpmi_asmdiffs_setup.py" in line)]
+    assert len(commands) == 3, steps
+    interpreter = os.path.abspath(sys.executable)  # cwd (tmp_path) does not hold it: shown in full
+    assert [argv[0] for argv in commands] == [interpreter] * 3, "the interpreter that ran the demo, not `python`"
+    [more] = [line.strip() for line in steps if line.strip().startswith("More:")]
+    assert more.startswith(f"More: {shlex.quote(interpreter)} {REPO / 'superpmi.py'} asmdiffs -h"), more
+    [verbose] = [argv for argv in commands if argv[-1] == "-v"]
+    pipeline = [argv for argv in commands if "make_toolchain.py" in argv[1] or "superpmi_asmdiffs_setup.py" in argv[1]]
+    assert len(pipeline) == 2 and pipeline[1][-1] == "--run_locally"
+    rerun = subprocess.run(verbose, capture_output=True, text=True, env=env, timeout=300)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert "Top file regressions" in rerun.stdout and "libraries.pmi" in rerun.stdout
     assert "aspnet" not in rerun.stdout.split("Asm diffs summary:")[1], "-filter libraries kept to one collection"
+
+
+def test_demo_names_its_interpreter_as_the_user_types_it(tmp_path):
+    from sample.demo import interpreter_as_typed
+    venv_python = str(tmp_path / ".venv" / "bin" / "python")
+    assert interpreter_as_typed(venv_python, str(tmp_path)) == os.path.join(".venv", "bin", "python")
+    assert interpreter_as_typed(venv_python, str(tmp_path / ".venv" / "bin")) == os.path.join(".", "python")
+    assert interpreter_as_typed(venv_python, str(tmp_path / "elsewhere")) == venv_python
+    assert interpreter_as_typed("/usr/bin/python3", str(tmp_path)) == "/usr/bin/python3"

@@ -62,3 +62,22 @@ def test_atomic_write_and_umask_reading_in_a_fresh_process(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     assert mode_of(tmp_path / "manifest.json") == 0o640
     assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_html_report_gets_the_same_permissions_as_the_summaries(sample_toolchain: Path, tmp_path: Path,
+                                                                umask: int) -> None:
+    [mch] = sorted(sample_toolchain.glob("collections/*/linux/x64/libraries.pmi.*.mch"))
+    spmi = tmp_path / "spmi"
+    argv = [sys.executable, str(REPO / "superpmi.py"), "asmdiffs", "-core_root", str(sample_toolchain / "core_root"),
+            "-arch", "x64", "-target_os", "linux", "-base_jit_path", str(sample_toolchain / "base" / "libclrjit.so"),
+            "-mch_files", str(mch), "-spmi_location", str(spmi), "--no_progress"]
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_BUILD", "GITHUB_STEP_SUMMARY")}
+    env["SPMI_SAMPLE_START_MS"] = "0"
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env,
+                          preexec_fn=lambda: os.umask(umask))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    expected = 0o666 & ~umask
+    modes = {name: mode_of(spmi / name) for name in ("diff_summary.md", "diff_short_summary.md", "diff_report.html")}
+    assert modes == dict.fromkeys(modes, expected)
+    assert not [p.name for p in spmi.iterdir() if p.name.endswith(".tmp")], "no temporary file left"

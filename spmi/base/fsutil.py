@@ -9,7 +9,7 @@ import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Union
+from typing import Callable, Iterable, Iterator, Optional, Union
 
 from spmi.base import platforms
 from spmi.base.errors import SuiteError
@@ -105,12 +105,19 @@ def atomic_write_bytes(path: Path, data: bytes, make_parents: bool = True) -> No
     the file gets the permissions a plain `open(path, "w")` would give it (0o666 minus the umask).
 
     Missing parent folders are created unless `make_parents` is False."""
+    atomic_write_pieces(path, [data], make_parents)
+
+
+def atomic_write_pieces(path: Path, pieces: Iterable[bytes], make_parents: bool = True) -> None:
+    """`atomic_write_bytes` for content produced piece by piece (a large page streamed as it is
+    rendered): nothing appears at `path` until every piece is written."""
     if make_parents:
         path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            for piece in pieces:
+                handle.write(piece)
         os.chmod(tmp, platforms.default_file_mode())  # mkstemp makes it 0600
         os.replace(tmp, path)
     except BaseException as exc:

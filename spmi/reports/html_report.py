@@ -30,11 +30,11 @@ import json
 import math
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple, Union
 
+from spmi.base import fsutil
 from spmi.reports.asm_model import RunFacts
 
 ASSETS = Path(__file__).resolve().parent / "html_assets"
@@ -652,20 +652,10 @@ def render_html(report: HtmlReport) -> str:
 
 
 def write_html(report: HtmlReport, path: Union[str, "os.PathLike[str]"]) -> Path:
-    """Stream the page to `path` (UTF-8), written to a temporary name in the same folder, then renamed."""
+    """Stream the page to `path` (UTF-8) through the one atomic writer: a temporary name in the
+    same folder, renamed when complete, with the permissions every other output gets."""
     target = Path(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
-            for piece in iter_html(report):
-                out.write(piece)
-        os.replace(temporary, target)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    fsutil.atomic_write_pieces(target, (piece.encode("utf-8") for piece in iter_html(report)), make_parents=False)
     return target
 
 
