@@ -47,9 +47,6 @@ TIERS: Dict[str, Tuple[str, bool]] = {
 #: faults a collection can ask the replay to show for one context
 COLLECTION_FAULTS = ("missing", "assert", "compile_error", "crash", "hang", "corrupt")
 
-#: jit flags value recorded per tier (shown by ``mcs -dumpMap``)
-TIER_FLAGS: Dict[str, int] = {name: 1 << index for index, name in enumerate(TIERS)}
-
 OS_NUMBERS = {"windows": 0, "linux": 1, "osx": 2}
 _OS_BY_NUMBER = {number: name for name, number in OS_NUMBERS.items()}
 _ARCHES = ["x64", "x86", "arm64", "arm", "loongarch64", "riscv64", "wasm"]

@@ -98,7 +98,7 @@ def make_pintool(path: PathLike) -> Path:
 
 #: the modules a generated toolchain runs (copied to ``OUTDIR/core_root/lib/sample``)
 LIBRARY_MODULES = ("__init__", "assembly", "context", "corerun_main", "jitfile", "jithost", "listing", "mchfile",
-                   "mcs_main", "model", "pin_main", "shim", "superpmi_args", "superpmi_main", "superpmi_output",
+                   "mcs_main", "model", "names", "pin_main", "shim", "superpmi_args", "superpmi_main", "superpmi_output",
                    "superpmi_parallel")
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from .context import OS_NUMBERS, TIER_FLAGS, PayloadError, decode_context, dedup_key, strip_compile_result
+from .context import OS_NUMBERS, PayloadError, decode_context, dedup_key, strip_compile_result
 from .jitfile import DEFAULT_GUID
 from .mchfile import (
     FramingError,
@@ -20,6 +20,7 @@ from .mchfile import (
     scan_records,
     write_bytes_atomically,
 )
+from .names import TIER_JIT_FLAGS, method_shape
 from .superpmi_args import UsageError, parse_compile_list
 
 USAGE = """MCS is a utility for examining and manipulating SuperPMI method context files.
@@ -169,6 +170,14 @@ def verb_concat(args: List[str], settings: Dict[str, str]) -> int:
     return 0
 
 
+def dump_map_row(number: int, name: str, tier: str, target_os: str) -> str:
+    """``%d,<class>:<method>,"<signature>", <flags>, %d`` (docs/contracts.md §5): the flag names joined by
+    ``, ``, the os a number; nothing is quoted but the signature, so the name keeps its commas."""
+    shape = method_shape(name)
+    flags = ", ".join(TIER_JIT_FLAGS.get(tier, ()))
+    return '%d,%s,"%s", %s, %d' % (number, shape.map_name(), shape.signature(), flags, OS_NUMBERS.get(target_os, 1))
+
+
 def verb_dump_map(args: List[str], settings: Dict[str, str]) -> int:
     if len(args) != 1:
         return usage("-dumpMap needs one file")
@@ -178,10 +187,7 @@ def verb_dump_map(args: List[str], settings: Dict[str, str]) -> int:
             context = decode_context(payload)
         except PayloadError:
             raise McsError("Method %d is of low integrity." % number) from None
-        head, _, tail = context.name.partition("(")
-        signature = "(" + tail if tail else ""
-        lines.append('%d,%s,"%s", %d, %d' % (number, head, signature, TIER_FLAGS.get(context.tier, 0),
-                                             OS_NUMBERS.get(context.target_os, 1)))
+        lines.append(dump_map_row(number, context.name, context.tier, context.target_os))
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
 

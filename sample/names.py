@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import random
-from typing import List
+from dataclasses import dataclass
+from typing import List, Tuple
 
 _NAMESPACES = {
     "libraries": ["System", "System.Collections.Generic", "System.Linq", "System.Text", "System.IO",
@@ -63,3 +64,112 @@ def method_name(rng: random.Random, set_name: str) -> str:
 
 def name_pool(rng: random.Random, set_name: str, size: int) -> List[str]:
     return [method_name(rng, set_name) for _ in range(max(size, 1))]
+
+
+# ---------------------------------------------------------------- mcs -dumpMap shapes (docs/contracts.md §5)
+
+#: the JIT's spelling of a primitive type (as in method full names) -> its IL spelling
+_IL_PRIMITIVES = {
+    "void": "void", "bool": "bool", "char": "char", "byte": "int8", "ubyte": "unsigned int8",
+    "short": "int16", "ushort": "unsigned int16", "int": "int32", "uint": "unsigned int32",
+    "long": "int64", "ulong": "unsigned int64", "nint": "native int", "nuint": "native unsigned int",
+    "float": "float32", "double": "float64", "ptr": "ptr", "byref": "byref", "ref": "class System.Object",
+}
+#: named types that are value types (the rest are classes)
+_VALUE_TYPE_PREFIXES = ("System.Span`", "System.ReadOnlySpan`", "System.Threading.CancellationToken",
+                        "System.ValueTuple`", "System.Nullable`")
+#: the JIT flags recorded per tier, in the order mcs prints them
+TIER_JIT_FLAGS = {
+    "Tier0": ("JIT_FLAG_TIER0",),
+    "Instrumented Tier0": ("JIT_FLAG_TIER0", "JIT_FLAG_BBINSTR"),
+    "Tier1": ("JIT_FLAG_TIER1",),
+    "Instrumented Tier1": ("JIT_FLAG_TIER1", "JIT_FLAG_BBINSTR"),
+    "Tier1-OSR": ("JIT_FLAG_TIER1", "JIT_FLAG_OSR"),
+    "Instrumented Tier1-OSR": ("JIT_FLAG_TIER1", "JIT_FLAG_OSR", "JIT_FLAG_BBINSTR"),
+    "FullOpts": ("JIT_FLAG_SPEED_OPT",),
+    "MinOpts": ("JIT_FLAG_MIN_OPT",),
+    "Tier0-FullOpts": ("JIT_FLAG_TIER0", "JIT_FLAG_SPEED_OPT"),
+    "Tier0-MinOpts": ("JIT_FLAG_TIER0", "JIT_FLAG_MIN_OPT"),
+    "Tier0-FullOpts-MinOpts": ("JIT_FLAG_TIER0", "JIT_FLAG_SPEED_OPT", "JIT_FLAG_MIN_OPT"),
+}
+
+
+def _split_top_level(text: str) -> List[str]:
+    """`a,b[c,d],e` -> `a`, `b[c,d]`, `e` (commas inside brackets stay)."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth = max(depth - 1, 0)
+        elif char == "," and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    parts.append(text[start:])
+    return [part for part in parts if part]
+
+
+def _bracket_group(text: str) -> Tuple[str, str]:
+    """(`text` without its first `[...]` group, the group's content); content "" when none."""
+    start = text.find("[")
+    if start < 0:
+        return text, ""
+    depth = 0
+    for index in range(start, len(text)):
+        if text[index] == "[":
+            depth += 1
+        elif text[index] == "]":
+            depth -= 1
+            if depth == 0:
+                return text[:start] + text[index + 1:], text[start + 1:index]
+    return text, ""
+
+
+def il_type(jit_type: str) -> str:
+    """The IL spelling of a type written as in a JIT method name (`int` -> `int32`,
+    `System.String` -> `class System.String`, ``System.Span`1[ubyte]`` -> ``valueclass System.Span`1[ubyte]``)."""
+    if jit_type in _IL_PRIMITIVES:
+        return _IL_PRIMITIVES[jit_type]
+    kind = "valueclass" if jit_type.startswith(_VALUE_TYPE_PREFIXES) and not jit_type.endswith("[]") else "class"
+    return "%s %s" % (kind, jit_type)
+
+
+@dataclass(frozen=True)
+class MethodShape:
+    """A method full name (``Class:Method[inst](args)[:ret][:this]``) taken apart."""
+
+    class_name: str
+    method: str                 # the bare name, without instantiation
+    class_inst: Tuple[str, ...]
+    method_inst: Tuple[str, ...]
+    args: Tuple[str, ...]       # as the JIT spells them
+    return_type: str
+    instance: bool
+
+    def map_name(self) -> str:
+        """mcs -dumpMap's `method name` field: ``<class>:<method>``."""
+        return "%s:%s" % (self.class_name, self.method)
+
+    def signature(self) -> str:
+        """mcs -dumpMap's `full signature` field (unquoted):
+        ``<attributes><return type> <method>[<class inst>][<method inst>](<IL arg types>)``."""
+        attributes = "" if self.instance else "static "
+        text = "%s%s %s" % (attributes, il_type(self.return_type), self.method)
+        for inst in (self.class_inst, self.method_inst):
+            if inst:
+                text += "[%s]" % ", ".join(inst)
+        return text + "(%s)" % ", ".join(il_type(arg) for arg in self.args)
+
+
+def method_shape(full_name: str) -> MethodShape:
+    """Take apart a name as :func:`method_name` and the sample assemblies write them."""
+    class_name, _, rest = full_name.partition(":")
+    head, _, tail = rest.partition("(")
+    args_text, _, after = tail.rpartition(")") if ")" in tail else (tail, "", "")
+    suffixes = [part for part in after.split(":") if part]
+    instance = "this" in suffixes
+    returns = [part for part in suffixes if part != "this"]
+    method, method_inst = _bracket_group(head)
+    _, class_inst = _bracket_group(class_name)
+    return MethodShape(class_name, method, tuple(_split_top_level(class_inst)), tuple(_split_top_level(method_inst)),
+                       tuple(_split_top_level(args_text)), returns[0] if returns else "void", instance)

@@ -97,6 +97,32 @@ def assert_one_line_error(result: subprocess.CompletedProcess, text: str) -> Non
 
 # ---------------------------------------------------------------- tpdiff
 
+def method_full_names(sample: Sample, mch: Path, work: Path) -> Dict[int, str]:
+    """Context number -> `Method full name`, from a replay with the checked JIT (which reports names)."""
+    csv_path = work / (mch.name + ".names.csv")
+    subprocess.run([str(sample.core_root / "superpmi"), "-details", str(csv_path),
+                    str(sample.root / "base" / sample.jit_name), str(mch)], cwd=sample.core_root,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    table = details.parse_details(csv_path.read_text(encoding="utf-8"), csv_path.name)
+    return {row.context: row.method_name for row in table.rows}
+
+
+def assert_examples_named_class_colon_method(sample: Sample, text: str, work: Path) -> None:
+    """Every example row names its context `<class>:<method>` (the `method name` field of `mcs -dumpMap`):
+    a prefix of the method's full name ending before its instantiation or arguments, no signature glued on."""
+    from spmi.reports.metric_markdown import table_cell
+    rows = re.findall(r"^\|([^|]+\.mch)\|(\d+)\|[\d,]+\|[\d,]+\|[^|]+\|(.+)\|$", text, re.M)
+    assert rows, "the summary has example rows"
+    names: Dict[str, Dict[int, str]] = {}
+    for collection, context, cell in rows:
+        if collection not in names:
+            names[collection] = method_full_names(sample, sample.mch_dir / collection, work)
+        full = names[collection][int(context)]
+        method_start = full.index(":") + 1
+        prefixes = {full[:i] for i in range(method_start, len(full)) if full[i] in "(["}
+        assert cell in {table_cell(prefix) for prefix in prefixes}, (cell, full)
+        assert " " not in cell, cell
+
 def test_tpdiff_significant_and_insignificant_collections_with_build_warnings(sample, tmp_path):
     # Same throughput factor as the base (only a few methods compile differently), a different
     # compiler and native PGO: some collections move by ±0.01%, others round to 0.00%.
@@ -127,8 +153,7 @@ def test_tpdiff_significant_and_insignificant_collections_with_build_warnings(sa
     assert lines[3].startswith(f"{RED}Warning:</span> Diff JIT was compiled with native PGO.")
     assert "Base JIT options: JitNoCSE=0" in long_text
     assert "Top method " in long_text and "Top method " not in short_text
-    example = re.search(r"^\|[^|]+\.mch\|\d+\|[\d,]+\|[\d,]+\|[^|]+\|(.+)\|$", long_text, re.M)
-    assert example and example.group(1), "examples carry method names (from mcs -dumpMap)"
+    assert_examples_named_class_colon_method(sample, long_text, tmp_path)
     assert "-c N" in long_text and "pin" in long_text
 
 

@@ -18,7 +18,7 @@ from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
 from spmi.steps import outputs
 from spmi.storage import archives
-from spmi.tools import pintools
+from spmi.tools import mcs, pintools
 from spmi.tools.superpmi_tool import JitPairOptions, RunOptions, SuperpmiInvocation
 
 RED = '<span style="color:red">'
@@ -342,12 +342,41 @@ def test_metric_argv_shapes():
                    "-failureLimit", "100", "/b.so", "/d.so", "/m.mch"]
 
 
-def test_dump_map_names_keep_commas_of_generic_arguments():
-    text = ("index,method name,full signature,jit flags,os\n"
-            '1,System.Linq.Logger`3[System.__Canon,ushort,System.String]:Create,"(ref):ushort:this", 2, 1\n'
-            '2,A:B,"()", 1, 1\n')
-    assert metricdiff.parse_dump_map(text) == {
-        1: "System.Linq.Logger`3[System.__Canon,ushort,System.String]:Create(ref):ushort:this", 2: "A:B()"}
+DUMP_MAP = (
+    "index,method name,full signature,jit flags,os\n"
+    '17,System.Collections.Generic.List`1[int]:TryFormat,"bool TryFormat(float64, class System.String)", '
+    "JIT_FLAG_TIER1, 0\n"
+    '1,System.Linq.Logger`3[System.__Canon,ushort,System.String]:Create,'
+    '"static unsigned int16 Create[System.__Canon, unsigned int16, class System.String](class System.Object, '
+    'valueclass System.Span`1[unsigned int8])", JIT_FLAG_TIER0, JIT_FLAG_BBINSTR, JIT_FLAG_MIN_OPT, 1\n'
+    '2,System.FannkuchRedux:Match,"int32 Match(unsigned int64, unsigned int64)", , 1\n'
+    '3,A.B:Say"Hi","void Say"Hi"(int32)", JIT_FLAG_OSR, JIT_FLAG_TIER1, 2\r\n'
+    '4,Old.Era:Format,"void Format(int32)"\n'
+    "not a row\n")
+
+
+def test_dump_map_rows_are_read_without_assuming_a_column_count():
+    rows = mcs.parse_dump_map(DUMP_MAP)
+    assert sorted(rows) == [1, 2, 3, 4, 17]
+    assert rows[17] == mcs.DumpMapRow(17, "System.Collections.Generic.List`1[int]:TryFormat",
+                                      "bool TryFormat(float64, class System.String)", ("JIT_FLAG_TIER1",), 0)
+    assert rows[1].method_name == "System.Linq.Logger`3[System.__Canon,ushort,System.String]:Create"
+    assert rows[1].jit_flags == ("JIT_FLAG_TIER0", "JIT_FLAG_BBINSTR", "JIT_FLAG_MIN_OPT") and rows[1].os == 1
+    assert rows[2].jit_flags == () and rows[2].os == 1
+    assert rows[3].method_name == 'A.B:Say"Hi"' and rows[3].signature == 'void Say"Hi"(int32)'
+    assert rows[3].jit_flags == ("JIT_FLAG_OSR", "JIT_FLAG_TIER1") and rows[3].os == 2
+    assert rows[4].signature == "void Format(int32)" and rows[4].jit_flags == () and rows[4].os is None
+
+
+def test_dump_map_names_are_class_and_method_never_the_signature_glued_on():
+    rows = mcs.parse_dump_map(DUMP_MAP)
+    assert rows[2].display_name() == "System.FannkuchRedux:Match"
+    assert rows[2].display_name(with_arguments=True) == "System.FannkuchRedux:Match(unsigned int64, unsigned int64)"
+    assert rows[17].display_name() == "System.Collections.Generic.List`1[int]:TryFormat"
+    assert rows[1].display_name(with_arguments=True) == (
+        "System.Linq.Logger`3[System.__Canon,ushort,System.String]:Create(class System.Object, "
+        "valueclass System.Span`1[unsigned int8])")
+    assert rows[4].display_name(with_arguments=True) == "Old.Era:Format(int32)"
 
 
 LEGACY_2023 = ("Context,Context size,Base result,Diff result,MinOpts,Has diff,Base size,Diff size,"

@@ -86,13 +86,48 @@ def test_merged_collection_replays_like_its_parts(sample_chain, sample_chain_mch
     assert strip_size(csv_rows(a)) == strip_size(csv_rows(b))
 
 
-def test_dump_map(sample_chain, sample_chain_mch):
+#: a -dumpMap row as docs/contracts.md §5 shapes it: index, unquoted `<class>:<method>`, the quoted
+#: `<attributes><return type> <method>[<inst>](<IL arg types>)`, flag names joined by ", ", the os number
+IL_TYPE = (r"(?:void|bool|char|(?:unsigned )?int(?:8|16|32|64)|native (?:unsigned )?int|float32|float64|ptr|byref|"
+           r"refany|var|(?:value)?class [^,()\"]+?)")
+DUMP_MAP_ROW = re.compile(r'^(\d+),(.+?),"(static )?(%s) ([^ (\[]+)((?:\[[^\]]*\])*)\(((?:%s)(?:, %s)*)?\)", '
+                          r"(JIT_FLAG_\w+(?:, JIT_FLAG_\w+)*), (\d)$" % (IL_TYPE, IL_TYPE, IL_TYPE))
+
+
+def test_dump_map_prints_the_real_shapes(sample_chain, sample_chain_mch, tmp_path):
     result = mcs(sample_chain, "-dumpMap", sample_chain_mch)
     assert result.returncode == 0
     lines = result.stdout.decode().splitlines()
     assert lines[0] == "index,method name,full signature,jit flags,os"
     assert len(lines) == 301
-    assert re.match(r'^1,[^(]+:[^(]+,"\(.*", \d+, 1$', lines[1])
+    details = tmp_path / "names.csv"
+    run([sample_chain.superpmi, "-details", details, "libclrjit.so", sample_chain_mch], sample_chain.core_root)
+    header, *rows = csv_rows(details)
+    full_names = {int(row[0]): row[header.index("Method full name")] for row in rows}
+    several_flags = 0
+    for line in lines[1:]:
+        match = DUMP_MAP_ROW.match(line)
+        assert match, line
+        number, name, _, _, method, _, _, flags, os_number = match.groups()
+        assert os_number == "1"  # linux contexts
+        assert name.endswith(":" + method), "the name field is <class>:<method>, no signature, no tier"
+        full = full_names[int(number)]
+        assert full.startswith(name) and full[len(name)] in "([", (full, name)
+        several_flags += ", " in flags
+    assert several_flags, "some contexts carry several JIT flags"
+
+
+def test_dump_map_signature_spells_types_as_il():
+    from sample.names import method_shape
+    tryformat = method_shape("System.Collections.Generic.List`1[int]:TryFormat(double,System.String):bool:this")
+    assert tryformat.map_name() == "System.Collections.Generic.List`1[int]:TryFormat"
+    assert tryformat.signature() == "bool TryFormat[int](float64, class System.String)"
+    generic = method_shape("A.B`2[System.__Canon,int]:Add[ubyte](System.Span`1[ubyte],nint,byref,ulong)")
+    assert generic.map_name() == "A.B`2[System.__Canon,int]:Add"
+    assert generic.signature() == ("static void Add[System.__Canon, int][ubyte](valueclass System.Span`1[ubyte], "
+                                   "native int, byref, unsigned int64)")
+    assert method_shape("Hello.Program:Main(System.String[]):int").signature() == (
+        "static int32 Main(class System.String[])")
 
 
 # ---------------------------------------------------------------- pin

@@ -20,7 +20,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, List, Optional, Sequence, Union
 
 from spmi.base import cioutput, config, errors, fsutil, runner
 from spmi.base.errors import SuiteError
@@ -31,6 +31,7 @@ from spmi.reports.metric_model import BYTES_ALLOCATED, INSTRUCTIONS, MEMDIFF, ME
 from spmi.sources import baseline, mch_sources
 from spmi.steps import jit_pair, preflight, replay_steps
 from spmi.tools import jit_build, superpmi_tool
+from spmi.tools import mcs as mcs_tool
 from spmi.tools.superpmi_tool import JitPairOptions, RunFiles, RunOptions, SuperpmiInvocation
 
 if TYPE_CHECKING:  # PIN is for tpdiff only: imported where used
@@ -358,40 +359,23 @@ def diff_throughput(job: MetricJob, mch: Path, digest: model.MetricDigest, run: 
     run.collections.append(result)
 
 
-def parse_dump_map(text: str) -> Dict[int, str]:
-    """`mcs -dumpMap` output → context number → `<class>:<method><signature>`.
-
-    Lines are `%d,<class>:<method>,"<signature>", <flags>, %d`; the name is not quoted and
-    may itself contain commas (generic arguments), so it ends at the last `,"`.
-    """
-    names: Dict[int, str] = {}
-    for line in text.splitlines():
-        number, comma, rest = line.partition(",")
-        if not comma or not number.strip().isdigit():
-            continue  # header or noise
-        quote = rest.rfind(',"')
-        if quote < 0:
-            continue
-        signature = rest[quote + 2:]
-        names[int(number)] = rest[:quote] + signature[:signature.rfind('"')]
-    return names
-
-
 def name_examples(examples: Sequence[model.Example], settings: config.Settings, mch: Path) -> None:
-    """Release JITs measured without metrics report no method names; ask `mcs -dumpMap`."""
+    """Release JITs measured without metrics report no method names; ask `mcs -dumpMap` and name
+    each example `<class>:<method>` from its `method name` field (docs/contracts.md §5)."""
     mcs = config.find_tool("mcs", settings, required=False)
     if mcs is None:
         log.debug("mcs not found; example contexts stay without method names")
         return
-    result = runner.run([mcs, "-dumpMap", mch], log_output=False)
+    result = runner.run(mcs_tool.dump_map_argv(mcs, mch), log_output=False)
     if result.code != 0:
         log.debug("mcs -dumpMap %s failed (%s); example contexts stay without method names", mch,
                   result.outcome.describe())
         return
-    names = parse_dump_map(result.stdout)
+    rows = mcs_tool.parse_dump_map(result.stdout)
     for example in examples:
-        if not example.method:
-            example.method = names.get(example.context, "")
+        row = rows.get(example.context)
+        if not example.method and row is not None:
+            example.method = row.display_name()
 
 
 def check_metrics_reported(data: Union[model.MetricDigest, details.DetailsTable], focus: str,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 from spmi.base import runner
 from spmi.base.errors import SuiteError
@@ -64,6 +64,11 @@ def print_jit_ee_version_argv(mcs: PathLike) -> List[str]:
     return [str(mcs), "-printJITEEVersion"]
 
 
+def dump_map_argv(mcs: PathLike, mch: PathLike) -> List[str]:
+    """`mcs -dumpMap <file>`: one CSV row per context (§5)."""
+    return [str(mcs), "-dumpMap", str(mch)]
+
+
 def toc_path(mch: Path) -> Path:
     """Where the suite keeps a collection's table of contents: `<name>.mch.mct` (§4.3)."""
     return Path(str(mch) + TOC_SUFFIX)
@@ -72,6 +77,67 @@ def toc_path(mch: Path) -> Path:
 def warning_lines(output: str) -> List[str]:
     """mcs's `WARNING:` lines (e.g. a truncated last record skipped by -merge)."""
     return [line.strip() for line in output.splitlines() if line.strip().startswith("WARNING:")]
+
+
+# ---------------------------------------------------------------- -dumpMap rows (pure)
+
+@dataclass(frozen=True)
+class DumpMapRow:
+    """One context of `mcs -dumpMap` (§5)."""
+
+    index: int
+    method_name: str             # `<class>:<method>`, unquoted (may hold commas and brackets)
+    signature: str               # `<attributes><return type> <method>[<inst>](<IL arg types>)`
+    jit_flags: Tuple[str, ...]
+    os: Optional[int]
+
+    def arguments(self) -> Optional[str]:
+        """The IL argument types of the signature (the text of its last `(...)`), None when unreadable."""
+        if not self.signature.endswith(")"):
+            return None
+        depth = 0
+        for position in range(len(self.signature) - 1, -1, -1):
+            char = self.signature[position]
+            depth += {")": 1, "(": -1}.get(char, 0)
+            if depth == 0:
+                return self.signature[position + 1:-1]
+        return None
+
+    def display_name(self, with_arguments: bool = False) -> str:
+        """`<class>:<method>` from the method name field, optionally `(<args>)` from the signature;
+        the signature's return type and attributes are never part of the name."""
+        arguments = self.arguments() if with_arguments else None
+        return self.method_name if arguments is None else f"{self.method_name}({arguments})"
+
+
+def parse_dump_map_row(line: str) -> Optional[DumpMapRow]:
+    """`%d,<class>:<method>,"<signature>", <flags>, %d`, read without assuming a column count:
+    the index, the name up to the quoted signature, the signature up to the last quote (it may hold
+    quotes itself), then the flags (none or several names joined by `, `) and the os number last.
+    None for the header and anything else that is not a row."""
+    number, comma, rest = line.rstrip("\r\n").partition(",")
+    if not comma or not number.strip().isdigit():
+        return None
+    opening = rest.find(',"')
+    closing = rest.rfind('"')
+    if opening < 0 or closing <= opening + 1:
+        return None
+    tail = [part.strip() for part in rest[closing + 1:].split(",")]
+    if tail and tail[0] == "":
+        tail = tail[1:]  # the separator after the closing quote
+    os_number = int(tail[-1]) if tail and tail[-1].isdigit() else None
+    flags = tuple(part for part in (tail[:-1] if os_number is not None else tail) if part)
+    return DumpMapRow(int(number.strip()), rest[:opening], rest[opening + 2:closing], flags, os_number)
+
+
+def parse_dump_map(text: str) -> Dict[int, DumpMapRow]:
+    """Every row of `mcs -dumpMap` output by context number (header and noise skipped)."""
+    rows: Dict[int, DumpMapRow] = {}
+    for line in text.splitlines():
+        row = parse_dump_map_row(line)
+        if row is not None:
+            rows[row.index] = row
+    return rows
 
 
 # ---------------------------------------------------------------- running
