@@ -32,6 +32,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .assembly import write_sample_assemblies
 from .collection import make_collection
+from .coredistools import coredistools_file_name, write_coredistools
 from .jitfile import DEFAULT_COMPILER, DEFAULT_GUID, JitSpec, host_os, jit_file_name, shared_library_suffix, write_jit
 from .pin_main import PINTOOL_MAGIC
 from .shim import shim_file_name, write_shim
@@ -97,9 +98,9 @@ def make_pintool(path: PathLike) -> Path:
 
 
 #: the modules a generated toolchain runs (copied to ``OUTDIR/core_root/lib/sample``)
-LIBRARY_MODULES = ("__init__", "assembly", "context", "corerun_main", "jitfile", "jithost", "listing", "mchfile",
-                   "mcs_main", "model", "names", "pin_main", "shim", "superpmi_args", "superpmi_main", "superpmi_output",
-                   "superpmi_parallel")
+LIBRARY_MODULES = ("__init__", "assembly", "context", "coredistools", "corerun_main", "jitfile", "jithost", "listing",
+                   "mchfile", "mcs_main", "model", "names", "pin_main", "shim", "superpmi_args", "superpmi_main",
+                   "superpmi_output", "superpmi_parallel")
 
 
 def copy_library(lib_dir: Path) -> Path:
@@ -216,6 +217,11 @@ class Toolchain:
         return self.core_root / ("corerun.exe" if self.host_os == "windows" else "corerun")
 
     @property
+    def coredistools(self) -> Path:
+        """The disassembler library superpmi -a loads from its own directory (absent with coredistools=False)."""
+        return self.core_root / coredistools_file_name(self.host_os)
+
+    @property
     def shim(self) -> Path:
         """The shim collector (``libsuperpmi-shim-collector.so`` etc.) in Core_Root."""
         return self.core_root / shim_file_name(self.host_os)
@@ -271,8 +277,9 @@ def make_toolchain(outdir: PathLike, contexts: int = 300, seed: int = 0, host_ar
                    diff_compiler: Optional[str] = None, diff_native_pgo: Optional[bool] = None,
                    tp_factor: float = 1.03, mem_factor: float = 1.02, memblowup_set: str = "aspnet",
                    memblowup_factor: float = 1.40, diff_faults: Optional[Mapping[str, Any]] = None,
-                   collection_faults: Optional[Mapping[str, Any]] = None) -> Toolchain:
-    """Write the whole sample layout under ``outdir`` (see sample/README.md)."""
+                   collection_faults: Optional[Mapping[str, Any]] = None, coredistools: bool = True) -> Toolchain:
+    """Write the whole sample layout under ``outdir`` (see sample/README.md); ``coredistools=False``
+    leaves the disassembler library out of Core_Root (as a Core_Root made from a product build may)."""
     if host_arch not in HOST_TARGETS:
         raise GeneratorError("host arch must be one of %s, not '%s'" % (", ".join(HOST_TARGETS), host_arch))
     if contexts < 0:
@@ -292,6 +299,11 @@ def make_toolchain(outdir: PathLike, contexts: int = 300, seed: int = 0, host_ar
     copy_library(core_root / LIB_DIR_NAME)
     make_tool_launcher(core_root / ("superpmi.exe" if host == "windows" else "superpmi"), "superpmi", settings)
     make_tool_launcher(core_root / ("mcs.exe" if host == "windows" else "mcs"), "mcs", settings)
+    library = core_root / coredistools_file_name(host)
+    if coredistools:
+        write_coredistools(library)
+    elif library.exists():
+        library.unlink()
     make_collect_host(root, host, settings)
 
     plan = jit_plan(host, host_arch, chosen)
@@ -343,6 +355,7 @@ def write_manifest(toolchain: Toolchain) -> Path:
         "pintool": str(toolchain.pintool), "jit_names": toolchain.jit_names,
         "corerun": str(toolchain.corerun), "shim_collector": str(toolchain.shim), "pmi_dll": str(toolchain.pmi_dll),
         "apps_dir": str(toolchain.apps_dir), "deps_dir": str(toolchain.deps_dir),
+        "coredistools": str(toolchain.coredistools) if toolchain.coredistools.is_file() else None,
         "collections": {t: [str(p) for p in paths] for t, paths in toolchain.collections.items()},
     }
     path = toolchain.root / "toolchain.json"
@@ -364,6 +377,8 @@ def write_layout_readme(toolchain: Toolchain, contexts: int) -> Path:
         "|---|---|",
         "| `core_root/superpmi`, `core_root/mcs` | the superpmi and mcs stand-ins |",
         "| `core_root/lib/sample/` | the code the stand-ins run (a copy of the sample package) |",
+        "| `core_root/%s` | the disassembler library `superpmi -a` loads from its own directory (left out with "
+        "`--no_coredistools`) |" % coredistools_file_name(toolchain.host_os),
         "| `core_root/*%s` | checked **diff** JITs (the changed compiler) |" % suffix,
         "| `base/*%s` | checked **baseline** JITs (same names) |" % suffix,
         "| `release/base/`, `release/diff/` | release JITs for tpdiff/memdiff: the diff executes more instructions and allocates a little more memory |",
@@ -435,6 +450,8 @@ def toolchain_parser() -> argparse.ArgumentParser:
     parser.add_argument("--memblowup_factor", type=float, default=1.40)
     parser.add_argument("--diff_faults", help="JSON faults for the checked diff JITs")
     parser.add_argument("--collection_faults", help="JSON faults for every collection")
+    parser.add_argument("--no_coredistools", action="store_true",
+                        help="leave the disassembler library out of core_root (superpmi -a then fails to load it)")
     return parser
 
 
@@ -500,7 +517,8 @@ def cli(argv: Sequence[str]) -> int:
         diff_native_pgo=True if args.diff_native_pgo else None, tp_factor=args.tp_factor,
         mem_factor=args.mem_factor, memblowup_set=args.memblowup_set, memblowup_factor=args.memblowup_factor,
         diff_faults=_json_argument(args.diff_faults, "--diff_faults"),
-        collection_faults=_json_argument(args.collection_faults, "--collection_faults"))
+        collection_faults=_json_argument(args.collection_faults, "--collection_faults"),
+        coredistools=not args.no_coredistools)
     print("Wrote sample toolchain to %s (see %s)" % (toolchain.root, toolchain.root / "README.md"))
     return 0
 

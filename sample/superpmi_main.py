@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Dict, Iterator, List, Optional, Set
 
 from .context import PayloadError, decode_context
+from .coredistools import CoreDisToolsLoadError, load_coredistools
 from .jitfile import DEFAULT_GUID, host_os, jit_file_name
 from .jithost import ConfigSource, JitInstance, JitLoadError, Outcome, load_jit
 from .mchfile import (
@@ -276,6 +277,8 @@ def replay(run: Run) -> int:
     if run.details is not None:
         header = diff_header() if options.apply_diff else replay_header()
         run.details.write(header.encode("ascii"))
+    if options.apply_diff:
+        load_differ(run)
     started = time.perf_counter()
     try:
         for ref in selected_records(run, mch):
@@ -288,6 +291,15 @@ def replay(run: Run) -> int:
                               counters.missing, counters.diffs if options.apply_diff else None))
     console.verbose("Total time: %fms" % ((time.perf_counter() - started) * 1000.0))
     return exit_code(run)
+
+
+def load_differ(run: Run) -> None:
+    """-a: the near-differ loads coredistools from superpmi's own directory before the first context."""
+    here = Path(run.settings["program"]).resolve().parent
+    try:
+        load_coredistools(here, host_os())
+    except CoreDisToolsLoadError as error:
+        raise FatalExit(-1, str(error)) from None
 
 
 def exit_code(run: Run) -> int:

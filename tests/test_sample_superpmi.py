@@ -292,3 +292,68 @@ def test_match_hash_and_exclusion_file(sample_chain, tmp_path):
     excluded_count = sum(1 for e in entries if e.method_hash == entries[2].method_hash)
     assert ("Excluded %d Missing 0" % excluded_count).encode() in excluded.stdout
     assert b"main method 3 of size " in excluded.stdout and b"with was excluded from the compilation." in excluded.stdout
+
+
+# ---------------------------------------------------------------- coredistools (docs/contracts.md §2.8.6)
+
+@pytest.fixture
+def core_root_copy(sample_chain, tmp_path):
+    """A copy of the sample Core_Root that a test may change (its superpmi looks beside itself)."""
+    copy = tmp_path / "core_root"
+    shutil.copytree(sample_chain.core_root, copy, symlinks=True)
+    return copy
+
+
+def diff_run(core_root, sample_chain, mch, details, *extra):
+    return run([core_root / "superpmi", "-a", "-v", "ewi", "-details", details, *extra, base_jit(sample_chain),
+                diff_jit(sample_chain), mch], core_root)
+
+
+def test_diff_mode_without_coredistools_fails_before_the_first_context(sample_chain, sample_chain_mch, core_root_copy,
+                                                                        faulty_mch, tmp_path):
+    assert (core_root_copy / "libcoredistools.so").is_file(), "a sample Core_Root has one by default"
+    (core_root_copy / "libcoredistools.so").unlink()
+    details = tmp_path / "d.csv"
+    result = diff_run(core_root_copy, sample_chain, faulty_mch, details)
+    assert result.returncode == 255  # -1
+    assert result.stderr == b"ERROR: LoadLibrary(libcoredistools.so) failed (0x0000007e)\n"
+    assert result.stdout == b"", "no context was replayed"
+    assert len(csv_rows(details)) == 1, "no details rows"
+    parallel = diff_run(core_root_copy, sample_chain, faulty_mch, tmp_path / "p.csv", "-p", "2")
+    assert parallel.returncode == 255
+    assert parallel.stderr.splitlines() == [b"ERROR: LoadLibrary(libcoredistools.so) failed (0x0000007e)"] * 2
+    replay = run([core_root_copy / "superpmi", "-details", tmp_path / "r.csv", base_jit(sample_chain),
+                  sample_chain_mch], core_root_copy)
+    assert replay.returncode == 0, "a replay without -a never loads it"
+    assert b"coredistools" not in replay.stderr
+
+
+@pytest.mark.parametrize("content, symbol", [
+    (b"\x7fELF not the sample library\n", "NewDiffer"),
+    (None, "NewDiffer"),  # the marker, but no differ entry points
+    ("NewDiffer", "FinishDiff"),
+])
+def test_diff_mode_with_a_library_lacking_the_differ_fails_get_proc_address(sample_chain, core_root_copy, faulty_mch,
+                                                                             tmp_path, content, symbol):
+    from sample.coredistools import encode_coredistools
+    library = core_root_copy / "libcoredistools.so"
+    if content is None:
+        library.write_bytes(encode_coredistools(["InitBufferedDisasm"]))
+    elif isinstance(content, str):
+        library.write_bytes(encode_coredistools([content]))
+    else:
+        library.write_bytes(content)
+    details = tmp_path / "d.csv"
+    result = diff_run(core_root_copy, sample_chain, faulty_mch, details)
+    assert result.returncode == 255
+    assert result.stderr == ("ERROR: GetProcAddress '%s' failed (0x0000007f)\n" % symbol).encode()
+    assert len(csv_rows(details)) == 1
+
+
+def test_generator_leaves_coredistools_out_on_request(tmp_path):
+    made = subprocess.run([generator.sys.executable, str(generator.PACKAGE_DIR / "make_toolchain.py"),
+                           str(tmp_path / "tc"), "--contexts", "3", "--targets", "linux-x64", "--collections",
+                           "libraries.pmi", "--no_coredistools"], capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    assert not (tmp_path / "tc" / "core_root" / "libcoredistools.so").exists()
+    assert (tmp_path / "tc" / "core_root" / "superpmi").is_file()
