@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gitrepos import make_runtime_repos
 
+from spmi.base import platforms
 from spmi.pipeline import common as pipeline
 from spmi.sources import baseline
 
@@ -21,6 +22,7 @@ def product_directory(root: Path) -> Path:
     product.mkdir()
     for tool in ("superpmi", "mcs"):
         (product / (tool + ".exe" if HOST_OS == "windows" else tool)).write_text("tool")
+    (product / platforms.coredistools_file_name(HOST_OS)).write_text("disassembler library")
     for name in pipeline.required_jit_names(HOST_OS, "x86"):
         (product / name).write_text("diff jit")
     return product

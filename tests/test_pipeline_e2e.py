@@ -26,6 +26,7 @@ from typing import Dict, List
 
 import pytest
 
+from spmi.base import platforms
 from spmi.pipeline import common as pipeline
 from spmi.pipeline import helix, local_runner, workitem
 
@@ -377,3 +378,43 @@ def test_driver_calls_use_only_flags_superpmi_py_defines() -> None:
         sub = subcommands[args[0]]
         unknown = [a for a in args[1:] if a.startswith("-") and a not in sub._option_string_actions]  # noqa: SLF001
         assert not unknown, f"superpmi.py {args[0]} has no {unknown}"
+
+
+def test_payload_carries_coredistools_beside_superpmi(runs) -> None:
+    """Every work item runs superpmi -a, which loads the disassembler library from its own directory."""
+    for run in runs.values():
+        library = platforms.coredistools_file_name(HOST_OS)
+        assert (run.payload / library).read_bytes() == (run.toolchain / "core_root" / library).read_bytes()
+
+
+def setup_without_coredistools(run: HostRun, tmp_path: Path, storage_url: str) -> subprocess.CompletedProcess:
+    """Setup from a product directory lacking coredistools (and one diff JIT, so it stops after staging)."""
+    product = tmp_path / "product"
+    shutil.copytree(run.toolchain / "core_root", product)
+    (product / platforms.coredistools_file_name(HOST_OS)).unlink()
+    (product / jit_name("linux", "arm")).unlink()
+    env = dict(os.environ, SUPERPMI_STORAGE_RETRIES="1")
+    return subprocess.run([sys.executable, str(REPO / "superpmi_asmdiffs_setup.py"), "-product_directory",
+                           str(product), "-host_arch", "x86", "-payload_directory", str(tmp_path / "payload"),
+                           "-base_jit_directory", str(run.toolchain / "base"), "-storage_url", storage_url],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_setup_downloads_coredistools_into_the_payload(runs, storage_account, tmp_path: Path) -> None:
+    run = runs["x86"]
+    library = platforms.coredistools_file_name(HOST_OS)
+    content = (run.toolchain / "core_root" / library).read_bytes()
+    storage_account.upload("superpmi", f"libcoredistools/{HOST_OS}-x86/{library}", content)
+    proc = setup_without_coredistools(run, tmp_path, storage_account.account_url)
+    assert (tmp_path / "payload" / library).read_bytes() == content
+    assert proc.returncode == 1 and library not in proc.stderr, proc.stderr  # only the removed JIT is missing
+
+
+def test_setup_names_coredistools_found_nowhere_in_one_line(runs, storage_account, tmp_path: Path) -> None:
+    proc = setup_without_coredistools(runs["x86"], tmp_path, storage_account.account_url)
+    library = platforms.coredistools_file_name(HOST_OS)
+    error = proc.stderr.strip()
+    assert proc.returncode == 1
+    assert "\n" not in error and "Traceback" not in error
+    assert f"{library} not found" in error and str(tmp_path / "product" / "R2RDump" / library) in error
+    assert "pass -product_directory with a directory that has it" in error

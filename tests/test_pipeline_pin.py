@@ -25,6 +25,7 @@ def release_product(root: Path) -> Path:
     product.mkdir()
     for tool in ("superpmi", "mcs"):
         (product / platforms.exe_name(tool, HOST_OS)).write_text("tool")
+    (product / platforms.coredistools_file_name(HOST_OS)).write_text("disassembler library")
     for name in pipeline.required_jit_names(HOST_OS, "x86"):
         (product / name).write_text("release jit")
     return product

@@ -147,7 +147,7 @@ def test_payload_needs_and_missing_description(tmp_path: Path) -> None:
     items = helix.plan_work_items("linux", "x86", "asmdiffs")
     types = pipeline.expand_types("asmdiffs")
     for name in ("superpmi_asmdiffs.py", "superpmi.py", "spmi/pipeline/common.py", "superpmi", "mcs",
-                 "base/checked/libclrjit_win_x86_x86.so", "diff/checked/libclrjit_win_x86_x86.so",
+                 "libcoredistools.so", "base/checked/libclrjit_win_x86_x86.so", "diff/checked/libclrjit_win_x86_x86.so",
                  "diff/checked/libclrjit_universal_arm_x86.so"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x")
@@ -163,6 +163,9 @@ def test_payload_needs_and_missing_description(tmp_path: Path) -> None:
                                                             "pin/pin", "pin/clrjit_inscount_x86/libclrjit_inscount.so"}
     memdiff_missing = payload.missing_needs(tmp_path, items, "linux", pipeline.expand_types("memdiff"))
     assert not any(n.path.startswith("pin/") for n in memdiff_missing["win-x86"])
+    (tmp_path / "libcoredistools.so").unlink()
+    without_library = payload.missing_needs(tmp_path, items, "linux", types)
+    assert [n.path for n in without_library["win-x86"]] == ["libcoredistools.so"], "superpmi -a loads it"
 
 
 def test_pin_files_and_step_types() -> None:

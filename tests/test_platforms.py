@@ -90,3 +90,9 @@ def test_normalize_os_accepts_old_blob_spellings():
     assert p.normalize_os("OSX") == p.OSX
     assert p.normalize_os("win") == p.WINDOWS
     assert p.normalize_os("plan9") is None
+
+
+@pytest.mark.parametrize("host_os, name", [("windows", "coredistools.dll"), ("linux", "libcoredistools.so"),
+                                           ("osx", "libcoredistools.dylib")])
+def test_coredistools_file_name(host_os, name):
+    assert p.coredistools_file_name(host_os) == name

@@ -130,6 +130,24 @@ def atomic_write_pieces(path: Path, pieces: Iterable[bytes], make_parents: bool 
         raise
 
 
+def atomic_copy(source: Path, target: Path) -> None:
+    """Copy `source` (content and mode) to a temporary name beside `target`, then rename over it."""
+    import shutil
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
+    os.close(fd)
+    try:
+        shutil.copy2(source, tmp)
+        os.replace(tmp, target)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError) and exc.filename is None:
+            raise with_file_name(exc, target) from exc
+        raise
+
+
 def with_file_name(exc: OSError, path: PathLike) -> OSError:
     """`exc` naming `path` when it names no file (a failed write(), e.g. ENOSPC, names none)."""
     if exc.filename is not None:

@@ -126,6 +126,12 @@ def shim_collector_file_name(host_os: str) -> str:
     return f"{shared_lib_prefix(host_os)}superpmi-shim-collector{shared_lib_suffix(host_os)}"
 
 
+def coredistools_file_name(host_os: str) -> str:
+    """The disassembler library `superpmi -a` loads from its own directory (docs/contracts.md §2.8.6):
+    `coredistools.dll`, `libcoredistools.so`, `libcoredistools.dylib`."""
+    return f"{shared_lib_prefix(host_os)}coredistools{shared_lib_suffix(host_os)}"
+
+
 def crossgen2_relative_path(host_os: str) -> str:
     """crossgen2 below Core_Root (docs/contracts.md §14.2)."""
     return "crossgen2/" + exe_name("crossgen2", host_os)

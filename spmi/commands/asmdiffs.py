@@ -30,7 +30,7 @@ from spmi.reports import asm_analysis, asm_markdown, asm_model, asm_overall, htm
 from spmi.reports.asm_model import IMPROVEMENT, REGRESSION
 from spmi.sources import baseline, mch_sources
 from spmi.steps import asmdiffs_steps as steps
-from spmi.steps import html_step, jit_pair, outputs, preflight, replay_steps
+from spmi.steps import coredistools, html_step, jit_pair, outputs, preflight, replay_steps
 from spmi.steps.replay_steps import CollectionOutcome
 from spmi.tools import dasm_gen, jit_build, superpmi_tool
 from spmi.tools.superpmi_tool import JitPairOptions, RunOptions
@@ -176,6 +176,7 @@ def run_asmdiffs(args: argparse.Namespace) -> int:
     flags = AsmdiffsFlags.from_args(args)
     config.start_logging(args, settings)
     superpmi = config.find_tool("superpmi", settings)
+    coredistools.ensure_beside_superpmi(superpmi, settings, args.storage_url)
     jits = jit_pair.resolve_jit_pair(args, settings, options.jit_name)
     pair = jit_pair.user_jit_options(args, superpmi_tool.asmdiffs_replay_options(flags.align_loops))
     collections = mch_sources.resolve_collections(args, settings)

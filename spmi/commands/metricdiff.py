@@ -29,7 +29,7 @@ from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
 from spmi.reports.metric_model import BYTES_ALLOCATED, INSTRUCTIONS, MEMDIFF, METRICDIFF, TPDIFF, MetricDiffRun
 from spmi.sources import baseline, mch_sources
-from spmi.steps import jit_pair, preflight, replay_steps
+from spmi.steps import coredistools, jit_pair, preflight, replay_steps
 from spmi.tools import jit_build, superpmi_tool
 from spmi.tools import mcs as mcs_tool
 from spmi.tools.superpmi_tool import JitPairOptions, RunFiles, RunOptions, SuperpmiInvocation
@@ -243,6 +243,7 @@ def prepare_job(args: argparse.Namespace, settings: config.Settings, options: Ru
                 chosen: KindOptions) -> MetricJob:
     kind = chosen.kind
     superpmi = config.find_tool("superpmi", settings)
+    coredistools.ensure_beside_superpmi(superpmi, settings, args.storage_url)
     core_root = settings.core_root or superpmi.parent
     jits = jit_pair.resolve_jit_pair(args, settings, options.jit_name)
     base_jit, diff_jit = jits.base, jits.diff

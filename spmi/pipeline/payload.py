@@ -16,6 +16,7 @@ from spmi.base.errors import SuiteError
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.common import DiffType, Partition
 from spmi.pipeline.helix import PAYLOAD, CollectionPlan, Token, WorkItem, literal, under
+from spmi.steps import coredistools
 
 log = logging.getLogger("superpmi")
 
@@ -41,6 +42,8 @@ def work_item_needs(partition: Partition, host_os: str, types: Sequence[DiffType
              Need(pipeline.PIPELINE_MODULE, "pipeline module"),
              Need(platforms.exe_name("superpmi", host_os), "superpmi tool"),
              Need(platforms.exe_name("mcs", host_os), "mcs tool")]
+    if types:  # every diff type runs superpmi -a
+        needs.append(Need(platforms.coredistools_file_name(host_os), "disassembler library superpmi -a loads"))
     jit = partition.jit_name(host_os)
     for flavour in pipeline.flavours_for(types):
         needs.append(Need(f"{pipeline.BASE_DIR}/{flavour}/{jit}", f"{flavour} baseline JIT"))
@@ -116,13 +119,18 @@ def suite_scripts(source_directory: Path) -> List[Path]:
 
 
 def tool_files(product_directory: Path, host_os: str) -> List[Path]:
-    """superpmi, mcs and the disassembler library they load from Core_Root."""
+    """superpmi and mcs (the disassembler library superpmi -a needs: `stage_coredistools`)."""
     names = [platforms.exe_name("superpmi", host_os), platforms.exe_name("mcs", host_os)]
-    coredistools = platforms.shared_lib_prefix(host_os) + "coredistools" + platforms.shared_lib_suffix(host_os)
-    found = [product_directory / n for n in names if (product_directory / n).is_file()]
-    if (product_directory / coredistools).is_file():
-        found.append(product_directory / coredistools)
-    return found
+    return [product_directory / n for n in names if (product_directory / n).is_file()]
+
+
+def stage_coredistools(options: StageOptions) -> Path:
+    """The disassembler library beside the payload's superpmi (every diff type runs `superpmi -a`):
+    from the product directory (or its `R2RDump/`), else downloaded from storage here
+    (docs/contracts.md §2.8.6)."""
+    return coredistools.ensure_coredistools(options.payload, options.product_directory, options.host_os,
+                                            options.host_arch, options.storage_url,
+                                            fix="-product_directory with a directory that has it")
 
 
 def tool_support_directories(product_directory: Path, host_os: str) -> List[Path]:
@@ -282,6 +290,7 @@ def stage_payload(options: StageOptions) -> Dict[str, Optional[str]]:
         copy_file(tool, payload / tool.name)
     for support in tool_support_directories(options.product_directory, options.host_os):
         copy_tree(support, payload / support.name)
+    stage_coredistools(options)
     flavours = pipeline.flavours_for(options.types)
     diff_sources = {"checked": options.product_directory, "release": options.release_product_directory}
     for flavour in flavours:
