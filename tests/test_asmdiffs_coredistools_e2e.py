@@ -115,3 +115,17 @@ def test_unreachable_storage_is_named_in_the_one_line(sample_toolchain, bare_cor
     assert f"{LIB} not found" in line and f"{url}/superpmi/{BLOB}" in line and "refused" in line
     assert "not in storage" not in line, "a connection failure is not a missing blob"
     assert_no_replay_started(proc, spmi)
+
+
+def test_superpmi_outside_core_root_gets_the_core_root_copy(tmp_path):
+    from spmi.steps import coredistools
+    tools, core_root = tmp_path / "product", tmp_path / "Core_Root"
+    tools.mkdir()
+    (core_root / "R2RDump").mkdir(parents=True)
+    (core_root / LIB).write_bytes(b"core root copy")
+    (core_root / "R2RDump" / LIB).write_bytes(b"r2rdump copy")
+    assert coredistools.copy_sources(tools, core_root, LIB) == [core_root / LIB, core_root / "R2RDump" / LIB]
+    assert coredistools.copy_sources(core_root, core_root, LIB) == [core_root / "R2RDump" / LIB]
+    assert coredistools.copy_sources(tools, None, LIB) == [tools / "R2RDump" / LIB]
+    installed = coredistools.ensure_coredistools(tools, core_root, "linux", "x64", closed_port_url())
+    assert installed == tools / LIB and installed.read_bytes() == b"core root copy"
