@@ -36,7 +36,7 @@ def collection_counts(label: str, collection: CollectionReport) -> CollectionCou
     """Contexts compared, with diffs, MISSING (the larger of the side counts) and failed compiles."""
     overall = collection.aggregates.overall
     missing = max(collection.status.missing_contexts, overall.base_misses, overall.diff_misses)
-    failures = max(overall.base_failures, overall.diff_failures, collection.assert_count)
+    failures = max(overall.base_failures, overall.diff_failures, collection.assert_contexts)
     if collection.status.failed and not failures:
         failures = 1
     return CollectionCounts(label, overall.diffed_contexts, overall.contexts_with_diffs, missing, failures)
