@@ -673,6 +673,21 @@ def test_other_metrics_table_lists_every_changed_metric_column():
     assert asm_markdown.other_metrics_section([CollectionReport("c.mch")]) == ""
 
 
+def test_metrics_that_changed_nowhere_are_named_on_one_line():
+    from spmi.reports import asm_markdown
+    from spmi.reports.asm_model import CollectionReport
+    a = CollectionReport("a.mch", metric_totals={"ActualCodeBytes": [10, 12], "GCInfoBytes": [100, 90],
+                                                 "EHClauseCount": [3, 3], "LoopsCloned": [2, 2]})
+    b = CollectionReport("b.mch", metric_totals={"GCInfoBytes": [50, 50], "EHClauseCount": [4, 4],
+                                                 "PerfScore": [1.0, 1.0]})
+    text = asm_markdown.other_metrics_section([a, b])
+    assert text.endswith("</div></details>\nMetrics with no diffs: EHClauseCount, LoopsCloned.\n\n")
+    assert "<summary>Other metrics (1 metric changed)</summary>" in text and "|EHClauseCount|" not in text
+    # nothing changed: only the line (code size and PerfScore have tables of their own)
+    quiet = asm_markdown.other_metrics_section([b])
+    assert quiet == "Metrics with no diffs: GCInfoBytes, EHClauseCount.\n\n"
+
+
 def test_assert_hits_are_split_by_jit_from_the_details_results():
     # context 1 asserted in both JITs (two lines), 2 only in the base, 3 only in the diff
     hits = asm_analysis.attribute_assert_hits([1, 1, 2, 3], {1: (True, True), 2: (True, False), 3: (False, True)})

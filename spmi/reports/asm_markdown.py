@@ -514,15 +514,29 @@ def changed_metrics(collections: Sequence[CollectionReport]) -> List[str]:
     return names
 
 
+def unchanged_metrics(collections: Sequence[CollectionReport]) -> List[str]:
+    """The other metric columns (first-seen order) whose totals are equal in every collection that has them."""
+    changed = set(changed_metrics(collections))
+    names: List[str] = []
+    for collection in collections:
+        for metric in collection.metric_totals:
+            if metric not in OWN_TABLE_METRICS and metric not in changed and metric not in names:
+                names.append(metric)
+    return names
+
+
 def fmt_number(value: float) -> str:
     return fmt_float(value) if isinstance(value, float) and not value.is_integer() else fmt_int(int(value))
 
 
 def other_metrics_section(collections: Sequence[CollectionReport]) -> str:
-    """Every other metric of the details CSV that changed somewhere: base, diff, % per collection (collapsed)."""
+    """Every other metric of the details CSV that changed somewhere: base, diff, % per collection (collapsed),
+    then a `Metrics with no diffs:` line naming the ones that changed nowhere."""
     metrics = changed_metrics(collections)
+    quiet = unchanged_metrics(collections)
+    quiet_line = f"Metrics with no diffs: {cell(', '.join(quiet))}.\n\n" if quiet else ""
     if not metrics:
-        return ""
+        return quiet_line
     body = "|Metric|Collection|Base|Diff|Δ %|\n|---|---|--:|--:|--:|\n"
     for metric in metrics:
         for collection in collections:
@@ -531,7 +545,7 @@ def other_metrics_section(collections: Sequence[CollectionReport]) -> str:
             base, diff = collection.metric_totals[metric]
             body += (f"|{cell(metric)}|{cell(collection.name)}|{fmt_number(base)}|{fmt_number(diff)}|"
                      f"{fmt_percent(pct(base, diff)) if base else ('+∞' if diff else '0.00%')}|\n")
-    return details_block(f"Other metrics ({plural(len(metrics), 'metric')} changed)", body)
+    return details_block(f"Other metrics ({plural(len(metrics), 'metric')} changed)", body) + quiet_line
 
 
 def repro_line(summary: AsmDiffsSummary) -> str:
