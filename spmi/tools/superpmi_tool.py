@@ -47,21 +47,27 @@ MAX_PARALLELISM = 64  # superpmi -p accepts at most this many workers
 
 # ---------------------------------------------------------------- run options
 
-def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The replay options replay, asmdiffs, tpdiff and memdiff share (§12.1)."""
-    group = parser.add_argument_group("replay options")
-    group.add_argument("-jit_name", help="JIT file name to look for (default: native or cross name for the target)")
+def add_superpmi_common_options(group: "argparse._ArgumentGroup") -> None:
+    """The superpmi switches every command that runs superpmi takes (replay, asmdiffs, tpdiff,
+    memdiff, metricdiff and collect's clean and verify replays; §12.1, §14.3)."""
     group.add_argument("--altjit", action="store_true",
                        help="replay with AltJit=* and AltJitNgen=* (cross-target altjits)")
     group.add_argument("--sequential", action="store_true", help="run superpmi without -p (one process)")
-    group.add_argument("--parallelism", type=config.int_between(1, MAX_PARALLELISM), metavar="N", help="superpmi -p N (default: -p, one worker per CPU)")
-    group.add_argument("-compile", "-c", dest="compile", metavar="LIST",
-                       help="compile only these contexts (superpmi -c: 20, 5,10-99, or an .mcl file); implies no -p")
     group.add_argument("-error_limit", type=config.positive_int, metavar="N",
                        help="stop after N compile errors (superpmi -failureLimit)")
     group.add_argument("-spmi_log_file", metavar="FILE", help="superpmi -w log file (requires --sequential)")
     group.add_argument("--break_on_assert", action="store_true", help="superpmi -boa")
     group.add_argument("--break_on_error", action="store_true", help="superpmi -boe")
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The replay options replay, asmdiffs, tpdiff and memdiff share (§12.1)."""
+    group = parser.add_argument_group("replay options")
+    group.add_argument("-jit_name", help="JIT file name to look for (default: native or cross name for the target)")
+    add_superpmi_common_options(group)
+    group.add_argument("--parallelism", type=config.int_between(1, MAX_PARALLELISM), metavar="N", help="superpmi -p N (default: -p, one worker per CPU)")
+    group.add_argument("-compile", "-c", dest="compile", metavar="LIST",
+                       help="compile only these contexts (superpmi -c: 20, 5,10-99, or an .mcl file); implies no -p")
     group.add_argument("--produce_repro", action="store_true",
                        help="write a .mc repro per failing context into repro.<collection>")
     group.add_argument("-details", metavar="FILE_OR_DIR",
