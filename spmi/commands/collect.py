@@ -208,7 +208,7 @@ def replay_options(args: argparse.Namespace, parallelism: int) -> RunOptions:
                          error_limit=args.error_limit, spmi_log_file=args.spmi_log_file,
                          break_on_assert=bool(args.break_on_assert), break_on_error=bool(args.break_on_error),
                          altjit=bool(args.altjit))
-    options.validate()
+    options.validate_common()
     return options
 
 

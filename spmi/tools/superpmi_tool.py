@@ -111,6 +111,16 @@ class RunOptions:
         return options
 
     def validate(self) -> None:
+        self.validate_common()
+        if self.timeout is not None and not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise SuiteError(f"--timeout {self.timeout:g} must be a positive number of seconds")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise SuiteError(f"--time_budget {self.time_budget:g} must be a positive number of seconds")
+        if self.compile_list is not None and not self.compile_list.strip():
+            raise SuiteError("-compile needs a context list such as 20, 5,10-99 or a .mcl file")
+
+    def validate_common(self) -> None:
+        """The checks of the `add_superpmi_common_options` switches and --parallelism."""
         if self.spmi_log_file and not self.sequential:
             raise SuiteError("-spmi_log_file requires --sequential (superpmi does not pass -w to its workers)")
         if self.parallelism is not None and self.parallelism < 1:
@@ -121,12 +131,6 @@ class RunOptions:
             raise SuiteError(f"--sequential and --parallelism {self.parallelism} contradict each other; pass one of them")
         if self.error_limit is not None and self.error_limit < 1:
             raise SuiteError(f"-error_limit {self.error_limit} must be at least 1")
-        if self.timeout is not None and not (math.isfinite(self.timeout) and self.timeout > 0):
-            raise SuiteError(f"--timeout {self.timeout:g} must be a positive number of seconds")
-        if self.time_budget is not None and not self.time_budget > 0:
-            raise SuiteError(f"--time_budget {self.time_budget:g} must be a positive number of seconds")
-        if self.compile_list is not None and not self.compile_list.strip():
-            raise SuiteError("-compile needs a context list such as 20, 5,10-99 or a .mcl file")
 
     def run_timeout(self, now: Optional[float] = None) -> Optional[float]:
         """The timeout of the next superpmi process: `--timeout`, shortened to what is left of
