@@ -205,7 +205,8 @@ def replay_options(args: argparse.Namespace, parallelism: int) -> RunOptions:
     """The superpmi switches of the --clean and verify replays: `-p N` (none with --sequential), `-boa`,
     `-boe`, `-w <file>` (needs --sequential), `-failureLimit N`, and the altjit options (§12.6, §14.3)."""
     options = RunOptions(sequential=bool(args.sequential), parallelism=None if args.sequential else parallelism,
-                         error_limit=args.error_limit, spmi_log_file=args.spmi_log_file,
+                         error_limit=args.error_limit,
+                         spmi_log_file=str(Path(args.spmi_log_file).resolve()) if args.spmi_log_file else None,
                          break_on_assert=bool(args.break_on_assert), break_on_error=bool(args.break_on_error),
                          altjit=bool(args.altjit))
     options.validate_common()
