@@ -351,7 +351,9 @@ def test_nativeaot_compiles_each_test_of_its_response_file_through_the_shim(ws):
     tests = ws.root / "nativeaot"
     shutil.copytree(ws.toolchain / "nativeaot", tests)  # ILC writes each test's exports file beside its rsp
     out = ws.root / "aot.mch"
-    text = assert_ok(ws.collect("--nativeaot", "-ilc_rsps", str(tests), "--clean", "-output_mch_path", str(out)))
+    work = ws.root / "work"
+    text = assert_ok(ws.collect("--nativeaot", "-ilc_rsps", str(tests), "--clean", "-output_mch_path", str(out),
+                                "-temp_dir", str(work)))
     assert "Running ILC over 2 response files" in text and "Warning" not in text
     recorded = contexts(out)
     assert {c.set_name for c in recorded} == {"hello", "library"}
@@ -361,6 +363,12 @@ def test_nativeaot_compiles_each_test_of_its_response_file_through_the_shim(ws):
     # succeeded because the paths were made local; the exports file went to the test's native/ folder
     for test in ("Hello", "Library"):
         assert (tests / test / test / "native" / f"{test}.exports").is_file()
+    # ILC's shim forwards to a copy of the JIT (superpmi replays the original); the rewritten rsps are there too
+    assert (work / "libclrjit_superpmi.so").read_bytes() == (ws.core_root / "libclrjit.so").read_bytes()
+    rsp = (work / "nativeaot_Hello.out.a.rsp").read_text().splitlines()
+    assert rsp[:3] == ["--targetos:linux", "--targetarch:x64", "-O"]
+    assert f"--descriptor:{tests / 'Hello' / 'ILLink.Descriptors.xml'}" in rsp
+    assert str(tests / "Hello" / "Hello" / "Hello.dll") in rsp and not any("/__w/1/s" in line for line in rsp)
     assert ws.leftovers() == []
 
 

@@ -272,6 +272,8 @@ def test_nativeaot_response_file_keeps_the_test_options_and_uses_local_paths(tmp
     assert collect_hosts.nativeaot_output_name("Hello.dll", 2, "windows") == "nativeaot_Hello.2.out.obj"
     assert collect_hosts.ilc_argv(Path("/cr/ilc-published/ilc"), Path("/w/x.rsp")) == ["/cr/ilc-published/ilc",
                                                                                         "@/w/x.rsp"]
+    assert collect_hosts.own_jit_copy_name(Path("/cr/libclrjit.so")) == "libclrjit_superpmi.so"
+    assert collect_hosts.own_jit_copy_name(Path("C:/cr/clrjit.dll")) == "clrjit_superpmi.dll"
     assert platforms.ilc_relative_path("windows") == "ilc-published/ilc.exe"
     assert platforms.ilc_relative_path("osx") == "ilc-published/ilc"
 

@@ -369,7 +369,9 @@ def _replayer(plan: CollectPlan, settings: config.Settings, tools: Tools) -> Opt
 def collect(plan: CollectPlan, settings: config.Settings, tools: Tools, temp_dir: Path) -> None:
     """Run the host programs with the shim in front of the JIT; the shim writes `.mc` files into `temp_dir`."""
     assert tools.core_root is not None and tools.shim is not None and tools.jit is not None
-    shim = collect_hosts.Shim(tools.shim, tools.jit, temp_dir)
+    compiler = plan.mode in (CollectionMode.CROSSGEN2, CollectionMode.NATIVEAOT)
+    real_jit = collect_hosts.jit_for_compiler_hosts(tools.jit, temp_dir) if compiler else tools.jit
+    shim = collect_hosts.Shim(tools.shim, real_jit, temp_dir)
     dotnet = collect_hosts.dotnet_variables(plan.tiering)
     env = collect_hosts.shim_environment(shim, dotnet)
     path_value = os.environ.get("PATH")

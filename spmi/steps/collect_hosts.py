@@ -59,6 +59,24 @@ class Shim:
     log_dir: Path
 
 
+def own_jit_copy_name(jit: Path) -> str:
+    """`libclrjit_superpmi.so` for `libclrjit.so`: the copy an ahead-of-time compiler's shim forwards to."""
+    return f"{jit.stem}_superpmi{jit.suffix}"
+
+
+def jit_for_compiler_hosts(jit: Path, temp_dir: Path) -> Path:
+    """crossgen2 and ILC run beside superpmi on the same JIT badly (upstream's finding), so their shim
+    forwards to a copy of the JIT in the work folder; when the copy cannot be made, the JIT itself."""
+    copy = temp_dir / own_jit_copy_name(jit)
+    try:
+        shutil.copyfile(jit, copy)
+    except OSError as exc:
+        log.warning("Warning: could not copy %s to %s (%s); the compiler uses it directly", jit, copy,
+                    exc.strerror or exc)
+        return jit
+    return copy
+
+
 # ---------------------------------------------------------------- environment (pure)
 
 def dotnet_variables(tiering: Tiering) -> Dict[str, str]:
