@@ -70,7 +70,8 @@ def _add_mode_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tiered_pgo", action="store_true", help="collect with TieredCompilation=1 and TieredPGO=1")
     group.add_argument("--disable_r2r", action="store_true", help="collect with ReadyToRun=0 (no precompiled code)")
     group.add_argument("--jitoptrepeat_all", action="store_true", help="collect with JitOptRepeat=*")
-    group.add_argument("-jit_name", help="file name of the Core_Root JIT behind the shim (default: the host's JIT)")
+    group.add_argument("-jit_name", help="file name of the Core_Root JIT behind the shim and in the replays "
+                                         "(default: the JIT for -target_os/-target_arch, the host's native one)")
 
 
 def _add_step_options(parser: argparse.ArgumentParser) -> None:
