@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .assembly import write_sample_assemblies
+from .assembly import KIND_LIBRARY, AssemblySpec, write_assembly, write_sample_assemblies
 from .collection import make_collection
 from .coredistools import coredistools_file_name, write_coredistools
 from .jitfile import DEFAULT_COMPILER, DEFAULT_GUID, JitSpec, host_os, jit_file_name, shared_library_suffix, write_jit
@@ -98,9 +98,9 @@ def make_pintool(path: PathLike) -> Path:
 
 
 #: the modules a generated toolchain runs (copied to ``OUTDIR/core_root/lib/sample``)
-LIBRARY_MODULES = ("__init__", "assembly", "context", "coredistools", "corerun_main", "jitfile", "jithost", "listing",
-                   "mchfile", "mcs_main", "model", "names", "pin_main", "shim", "superpmi_args", "superpmi_main",
-                   "superpmi_output", "superpmi_parallel")
+LIBRARY_MODULES = ("__init__", "assembly", "context", "coredistools", "corerun_main", "ilc_main", "jitfile", "jithost",
+                   "listing", "mchfile", "mcs_main", "model", "names", "pin_main", "shim", "superpmi_args",
+                   "superpmi_main", "superpmi_output", "superpmi_parallel")
 
 
 def copy_library(lib_dir: Path) -> Path:
@@ -147,11 +147,11 @@ LIB_DIR_NAME = "lib"
 MISSING_LIBRARY_EXIT = 127
 
 
-def make_tool_launcher(path: PathLike, tool: str, settings: Mapping[str, str]) -> Path:
-    """Write an executable script starting ``superpmi``, ``mcs`` or ``corerun`` from ``lib/``
-    beside it (see :func:`copy_library`)."""
-    module = {"superpmi": "superpmi_main", "mcs": "mcs_main", "corerun": "corerun_main"}[tool]
-    text = _LAUNCHER.format(python=sys.executable, tool=tool, lib_name=LIB_DIR_NAME, module=module,
+def make_tool_launcher(path: PathLike, tool: str, settings: Mapping[str, str], lib_name: str = LIB_DIR_NAME) -> Path:
+    """Write an executable script starting ``superpmi``, ``mcs``, ``corerun`` or ``ilc`` from ``lib/``
+    beside it (see :func:`copy_library`), or from ``lib_name`` relative to its folder."""
+    module = {"superpmi": "superpmi_main", "mcs": "mcs_main", "corerun": "corerun_main", "ilc": "ilc_main"}[tool]
+    text = _LAUNCHER.format(python=sys.executable, tool=tool, lib_name=lib_name, module=module,
                             settings=dict(settings), missing_code=MISSING_LIBRARY_EXIT)
     return _make_executable(Path(path), text)
 
@@ -164,14 +164,53 @@ def make_pin(path: PathLike) -> Path:
 
 def make_collect_host(root: Path, host: str, settings: Mapping[str, str]) -> None:
     """What collecting needs: ``corerun`` and the shim collector in Core_Root, ``pmi/pmi.dll``,
-    the sample apps in ``apps/`` and their dependency in ``deps/``."""
+    the sample apps in ``apps/`` and their dependency in ``deps/``, and for NativeAOT
+    ``ilc-published/ilc``, ``aotsdk/`` and the tests of ``nativeaot/``."""
     core_root = root / "core_root"
     make_tool_launcher(core_root / ("corerun.exe" if host == "windows" else "corerun"), "corerun", settings)
     write_shim(core_root / shim_file_name(host))
-    for folder in ("apps", "deps", "pmi"):
+    for folder in ("apps", "deps", "pmi", NATIVEAOT_DIR):
         if (root / folder).exists():
             shutil.rmtree(root / folder)
     write_sample_assemblies(root)
+    make_nativeaot(root, host, settings)
+
+
+#: the NativeAOT tests (``<root>/nativeaot/<Test>/<Test>/native/<Test>.ilc.rsp``)
+NATIVEAOT_DIR = "nativeaot"
+#: where the tests' response files say the test build was (it is gone: a collection rewrites the paths)
+NATIVEAOT_BUILD_ROOT = "/__w/1/s/artifacts"
+NATIVEAOT_TESTS = {"Hello": "apps/hello.dll", "Library": "apps/library.dll"}
+
+
+def nativeaot_rsp_lines(test: str, host: str, arch: str) -> List[str]:
+    """A test's ``.ilc.rsp`` as a test build writes it: paths of that build, plus the test's options."""
+    build = NATIVEAOT_BUILD_ROOT
+    return ["%s/tests/%s/%s/%s.dll" % (build, test, test, test),
+            "-o:%s/obj/%s/native/%s.o" % (build, test, test),
+            "-r:%s/microsoft.netcore.app.runtime/*.dll" % build,
+            "--targetos:%s" % host, "--targetarch:%s" % arch, "-O", "--nativelib",
+            "--descriptor:%s/src/tests/%s/ILLink.Descriptors.xml" % (build, test),
+            "--exportsfile:%s/obj/%s/native/%s.exports" % (build, test, test),
+            "--feature:System.Diagnostics.Tracing.EventSource.IsSupported=false"]
+
+
+def make_nativeaot(root: Path, host: str, settings: Mapping[str, str]) -> None:
+    """``core_root/ilc-published/ilc``, ``core_root/aotsdk/System.Private.CoreLib.dll`` and, per test,
+    ``nativeaot/<T>/<T>/native/<T>.ilc.rsp``, its input ``nativeaot/<T>/<T>/<T>.dll`` and its
+    descriptor ``nativeaot/<T>/ILLink.Descriptors.xml``."""
+    core_root = root / "core_root"
+    make_tool_launcher(core_root / "ilc-published" / ("ilc.exe" if host == "windows" else "ilc"), "ilc", settings,
+                       lib_name="../" + LIB_DIR_NAME)
+    write_assembly(core_root / "aotsdk" / "System.Private.CoreLib.dll",
+                   AssemblySpec("System.Private.CoreLib", KIND_LIBRARY))
+    for test, source in NATIVEAOT_TESTS.items():
+        folder = root / NATIVEAOT_DIR / test
+        (folder / test / "native").mkdir(parents=True)
+        shutil.copyfile(root / source, folder / test / (test + ".dll"))
+        (folder / "ILLink.Descriptors.xml").write_text("<linker />\n", encoding="utf-8")
+        (folder / test / "native" / (test + ".ilc.rsp")).write_text(
+            "\n".join(nativeaot_rsp_lines(test, host, settings.get("host_arch", "x64"))) + "\n", encoding="utf-8")
 
 
 def pack_directory(directory: Path, archive: Path) -> Path:
@@ -230,6 +269,16 @@ class Toolchain:
     def native_jit(self) -> Path:
         """The Core_Root JIT for the host itself (what the shim wraps when collecting)."""
         return self.core_root / jit_file_name(self.host_os, self.host_os, self.host_arch, self.host_arch)
+
+    @property
+    def ilc(self) -> Path:
+        """The NativeAOT compiler stand-in, ``core_root/ilc-published/ilc``."""
+        return self.core_root / "ilc-published" / ("ilc.exe" if self.host_os == "windows" else "ilc")
+
+    @property
+    def nativeaot_dir(self) -> Path:
+        """The NativeAOT tests (one ``.ilc.rsp`` each)."""
+        return self.root / NATIVEAOT_DIR
 
     @property
     def pmi_dll(self) -> Path:

@@ -114,7 +114,12 @@ def test_asserts_fail_the_run_and_top_the_summary(capsys, sample_toolchain, faul
     assert "asmdiffs failed for 1 of 2 collections (asserts.mch: Compilation failures)" in last
     summary = (tmp_path / "diff_summary.md").read_text()
     assert summary.index("Replay problems") < summary.index("Diffs are based on")
-    assert "Asserts (identical ones grouped):" in summary and "asserts.mch" in summary
+    assert "Asserts (identical ones grouped; a context asserting in both JITs is two hits):" in summary
+    assert "asserts.mch" in summary
+    # four contexts assert in both JITs (two distinct asserts, two contexts each): contexts and hits apart
+    assert "JIT asserts in 4 contexts (8 hits)" in summary
+    assert re.search(r"\|asserts\.mch\|[^\n]*failed[^\n]*\|4\|8\|", summary)
+    assert len(re.findall(r"\|2\|4 \(2 / 2\)\|asserts\.mch\|", summary)) == 2
     assert "To reproduce the failures:" in summary and "repro.asserts" in summary
 
 

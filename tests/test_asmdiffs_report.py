@@ -447,13 +447,13 @@ def test_failures_box_comes_first_and_is_not_collapsed():
     for text in (render_long(summary), render_short(summary)):
         box = text[:text.index("Diffs are based on") if "Diffs are based on" in text else text.index("No diffs found")]
         assert box.startswith('**<span style="color:red">Replay problems</span>** in 2 of 4 collections: '
-                              "1 failed, 3 JIT asserts, no data for 1 collection, missing data in 1 collection.")
+                              "1 failed, JIT asserts in 3 contexts, no data for 1 collection, missing data in 1 collection.")
         assert "<details>" not in box
-        assert ('|c.mch|<span style="color:red">failed</span>: Compilation failures (exit code 1)|3|0|' in box)
-        assert '|d.mch|<span style="color:#d35400">no data</span>: details CSV not found|0|3|' in box
-        assert ('|!&quot;Jump into middle of try region&quot; (fgdiagnostic.cpp:2810)|2|c.mch|242,532 (IL size 35)|'
+        assert ('|c.mch|<span style="color:red">failed</span>: Compilation failures (exit code 1)|3|3|0|' in box)
+        assert '|d.mch|<span style="color:#d35400">no data</span>: details CSV not found|0|0|3|' in box
+        assert ('|!&quot;Jump into middle of try region&quot; (fgdiagnostic.cpp:2810)|2|2|c.mch|242,532 (IL size 35)|'
                 '<code>superpmi -c 242532 libclrjit.so c.mch</code>|') in box
-        assert "|x \\| y &lt; 3 (lower.cpp:12)|1|c.mch|9 (IL size 4)||" in box
+        assert "|x \\| y &lt; 3 (lower.cpp:12)|1|1|c.mch|9 (IL size 4)||" in box
         assert "```\n# c.mch\nsuperpmi -c 242532 libclrjit.so c.mch\n```" in box
     assert render_short(summary).endswith("No diffs found in 4 collections (18 contexts diffed).\n")
 
@@ -624,12 +624,12 @@ def test_identical_asserts_are_one_row_across_collections_and_platforms():
     rows = [line for line in text.splitlines() if line.startswith("|") and "codegen.cpp" in line]
     assert len(rows) == 1
     cells = rows[0].split("|")[1:-1]
-    assert cells[1:4] == ["11", "linux x64, windows x64", "a.mch, b.mch"]
-    assert cells[4] == "11 (IL size 20)" and "-c 11 -x" in cells[5]
+    assert cells[1:5] == ["11", "11", "linux x64, windows x64", "a.mch, b.mch"]
+    assert cells[5] == "11 (IL size 20)" and "-c 11 -x" in cells[6]
     assert sum(1 for line in text.splitlines() if "lower.cpp:7" in line) == 1
     # a single summary has no platform column
     single = asm_markdown.failures_box([("", report("a.mch", 5, 11))])
-    assert "|Assert|Count|Collections|Example context|Repro|" in single
+    assert "|Assert|Contexts|Hits (base / diff)|Collections|Example context|Repro|" in single
 
 
 def test_examples_always_include_the_largest_changes_and_prefer_code_diffs():
@@ -671,3 +671,44 @@ def test_other_metrics_table_lists_every_changed_metric_column():
     assert "|ReadOnlyDataBytes|b.mch|0|8|+∞|" in text
     assert "ActualCodeBytes" not in text and "PerfScore" not in text
     assert asm_markdown.other_metrics_section([CollectionReport("c.mch")]) == ""
+
+
+def test_metrics_that_changed_nowhere_are_named_on_one_line():
+    from spmi.reports import asm_markdown
+    from spmi.reports.asm_model import CollectionReport
+    a = CollectionReport("a.mch", metric_totals={"ActualCodeBytes": [10, 12], "GCInfoBytes": [100, 90],
+                                                 "EHClauseCount": [3, 3], "LoopsCloned": [2, 2]})
+    b = CollectionReport("b.mch", metric_totals={"GCInfoBytes": [50, 50], "EHClauseCount": [4, 4],
+                                                 "PerfScore": [1.0, 1.0]})
+    text = asm_markdown.other_metrics_section([a, b])
+    assert text.endswith("</div></details>\nMetrics with no diffs: EHClauseCount, LoopsCloned.\n\n")
+    assert "<summary>Other metrics (1 metric changed)</summary>" in text and "|EHClauseCount|" not in text
+    # nothing changed: only the line (code size and PerfScore have tables of their own)
+    quiet = asm_markdown.other_metrics_section([b])
+    assert quiet == "Metrics with no diffs: GCInfoBytes, EHClauseCount.\n\n"
+
+
+def test_assert_hits_are_split_by_jit_from_the_details_results():
+    # context 1 asserted in both JITs (two lines), 2 only in the base, 3 only in the diff
+    hits = asm_analysis.attribute_assert_hits([1, 1, 2, 3], {1: (True, True), 2: (True, False), 3: (False, True)})
+    assert hits == asm_analysis.AssertHits(contexts=3, hits=4, base=2, diff=2)
+    # one line for a context both JITs failed: which JIT asserted is unknown, so no split
+    assert asm_analysis.attribute_assert_hits([1, 1, 4], {4: (True, True)}) == asm_analysis.AssertHits(2, 3)
+    assert asm_analysis.attribute_assert_hits([5], {}) == asm_analysis.AssertHits(1, 1)
+
+
+def test_an_assert_in_six_contexts_by_both_jits_reads_as_six_contexts_and_twelve_hits():
+    from spmi.reports import asm_markdown
+    group = AssertGroup("x (lower.cpp:7)", 12, [AssertInstance(c, 10) for c in range(1, 7)],
+                        contexts=6, base_hits=6, diff_hits=6)
+    report = CollectionReport("a.mch", status=ReplayStatus(failed=True, reason="asserts"), asserts=[group],
+                              asserting_contexts=6)
+    box = asm_markdown.failures_box([("", report)])
+    assert "JIT asserts in 6 contexts (12 hits)." in box.splitlines()[0]
+    assert "|Collection|Result|Asserting contexts|Assert hits|Missing contexts|" in box
+    assert '|a.mch|<span style="color:red">failed</span>: asserts|6|12|0|' in box
+    assert "|x (lower.cpp:7)|6|12 (6 / 6)|a.mch|1 (IL size 10)||" in box
+    # a second collection whose hits cannot be split: the total stays, the split goes
+    other = CollectionReport("b.mch", asserts=[AssertGroup("x (lower.cpp:7)", 1, [AssertInstance(9, 3)], contexts=1)])
+    merged = asm_markdown.failures_box([("", report), ("", other)])
+    assert "|x (lower.cpp:7)|7|13|a.mch, b.mch|" in merged

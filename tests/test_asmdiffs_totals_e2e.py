@@ -84,6 +84,12 @@ def test_per_metric_totals_equal_the_summary_tables(capsys, sample_toolchain, tm
     # the other metric columns that changed (the sample JITs change GC info and allocated code sizes)
     assert re.search(r"<summary>Other metrics \(\d+ metrics? changed\)</summary>", long_text)
     assert "|AllocatedHotCodeBytes|" in long_text
+    # and the columns that changed nowhere are named on one line, none of them in the table
+    quiet = re.search(r"^Metrics with no diffs: (.+)\.$", long_text, re.M)
+    assert quiet, "the sample JITs leave some metric columns unchanged"
+    other_table = long_text.split("<summary>Other metrics")[1].split("</details>")[0]
+    for metric in quiet.group(1).split(", "):
+        assert f"|{metric}|" not in other_table
     # and the analyzer block inside the summary says the same
     assert f"Total bytes of base: {int(base_bytes)} (overridden on cmd)" in long_text
 

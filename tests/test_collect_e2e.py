@@ -345,6 +345,75 @@ def test_missing_shim_jit_corerun_or_crossgen2(ws):
     assert_fails_cleanly(ws, result, "crossgen2 not found at")
 
 
+# ---------------------------------------------------------------- NativeAOT mode (ILC response files)
+
+def test_nativeaot_compiles_each_test_of_its_response_file_through_the_shim(ws):
+    tests = ws.root / "nativeaot"
+    shutil.copytree(ws.toolchain / "nativeaot", tests)  # ILC writes each test's exports file beside its rsp
+    out = ws.root / "aot.mch"
+    work = ws.root / "work"
+    text = assert_ok(ws.collect("--nativeaot", "-ilc_rsps", str(tests), "--clean", "-output_mch_path", str(out),
+                                "-temp_dir", str(work)))
+    assert "Running ILC over 2 response files" in text and "Warning" not in text
+    recorded = contexts(out)
+    assert {c.set_name for c in recorded} == {"hello", "library"}
+    assert {c.tier for c in recorded} == {"FullOpts"}  # ahead of time: every method once, no tiers
+    assert "Hello.Program:Unused(int):int" in [c.name for c in recorded]
+    # the rsps name a test build that is gone: ILC (strict about its input, references and descriptor) only
+    # succeeded because the paths were made local; the exports file went to the test's native/ folder
+    for test in ("Hello", "Library"):
+        assert (tests / test / test / "native" / f"{test}.exports").is_file()
+    # ILC's shim forwards to a copy of the JIT (superpmi replays the original); the rewritten rsps are there too
+    assert (work / "libclrjit_superpmi.so").read_bytes() == (ws.core_root / "libclrjit.so").read_bytes()
+    rsp = (work / "nativeaot_Hello.out.a.rsp").read_text().splitlines()
+    assert rsp[:3] == ["--targetos:linux", "--targetarch:x64", "-O"]
+    assert f"--descriptor:{tests / 'Hello' / 'ILLink.Descriptors.xml'}" in rsp
+    assert str(tests / "Hello" / "Hello" / "Hello.dll") in rsp and not any("/__w/1/s" in line for line in rsp)
+    assert ws.leftovers() == []
+
+
+def test_nativeaot_exclude_and_missing_parts(ws):
+    tests = ws.root / "nativeaot"
+    shutil.copytree(ws.toolchain / "nativeaot", tests)
+    out = ws.root / "hello.mch"
+    assert_ok(ws.collect("--nativeaot", "-ilc_rsps", str(tests), "-exclude", "library", "-output_mch_path", str(out)))
+    assert {c.set_name for c in contexts(out)} == {"hello"}
+    core_root = ws.root / "core_root"
+    shutil.copytree(ws.core_root, core_root, symlinks=True)
+    shutil.rmtree(core_root / "aotsdk")
+    result = ws.collect("--nativeaot", "-ilc_rsps", str(tests), core_root=core_root)
+    assert_fails_cleanly(ws, result, f"--nativeaot: folder {core_root / 'aotsdk'} not found")
+    shutil.rmtree(core_root / "ilc-published")
+    result = ws.collect("--nativeaot", "-ilc_rsps", str(tests), core_root=core_root)
+    assert_fails_cleanly(ws, result, "--nativeaot: ILC not found at")
+    result = ws.collect("--nativeaot", "-ilc_rsps", str(ws.toolchain / "apps"))
+    assert_fails_cleanly(ws, result, "no *.ilc.rsp files to collect from")
+
+
+# ---------------------------------------------------------------- superpmi switches of the clean and verify replays
+
+def test_superpmi_switches_and_the_target_reach_the_clean_and_verify_replays(ws):
+    spmi_log = ws.root / "spmi.txt"
+    out = ws.root / "arm64.mch"
+    assert_ok(ws.collect(str(ws.core_root / "corerun"), ws.app("hello"), "--clean", "-output_mch_path", str(out),
+                         "-target_arch", "arm64", "-mch_arch", "arm64", "--altjit", "--sequential", "--break_on_error",
+                         "-error_limit", "5", "-spmi_log_file", str(spmi_log)))
+    assert {c.target_arch for c in contexts(out)} == {"arm64"}  # the shim forwarded to the arm64 cross JIT
+    runs = [line.split("Invoking: ", 1)[1] for line in (ws.spmi / "superpmi.log").read_text().splitlines()
+            if "Invoking: " in line and "/superpmi " in line]
+    assert len(runs) == 2  # the clean replay and the verify replay
+    for run in runs:
+        assert " -p" not in run
+        assert (f"-boe -w {spmi_log} -failureLimit 5 -jitoption force 'AltJit=*' -jitoption force 'AltJitNgen=*' "
+                "-target arm64 -f ") in run
+        assert run.split()[-2].endswith("/libclrjit_universal_arm64_x64.so")
+    assert spmi_log.is_file() and spmi_log.stat().st_size > 0
+    result = ws.collect("corerun", ws.app("hello"), "--clean", "-spmi_log_file", str(spmi_log))
+    assert_fails_cleanly(ws, result, "-spmi_log_file requires --sequential")
+    result = ws.collect("corerun", ws.app("hello"), "-mch_arch", "sparc")
+    assert_fails_cleanly(ws, result, "-mch_arch 'sparc' is not an architecture")
+
+
 def _wait_for(predicate, seconds: float = 30) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

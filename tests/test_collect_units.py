@@ -232,3 +232,132 @@ def test_parallel_hosts_stop_on_ctrl_c(tmp_path):
         pid = int(pid_file.read_text())
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # killed and reaped
+
+
+# ---------------------------------------------------------------- NativeAOT (ILC response files)
+
+def write_ilc_test(root: Path, name: str, lines: list) -> Path:
+    """A NativeAOT test as a test build lays it out: `<name>/<name>/native/<name>.ilc.rsp`."""
+    rsp = root / name / name / "native" / f"{name}.ilc.rsp"
+    rsp.parent.mkdir(parents=True)
+    rsp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return rsp
+
+
+def test_nativeaot_response_file_keeps_the_test_options_and_uses_local_paths(tmp_path):
+    rsp = write_ilc_test(tmp_path, "Hello", [
+        "/build/obj/Hello/Hello.dll", "-o:/build/obj/Hello/native/Hello.o", "-r:/build/ref/*.dll",
+        "--targetos:linux", "--targetarch:x64", "-O", "", "--descriptor:/src/Hello/ILLink.Descriptors.xml",
+        "--substitution:/src/Hello/Subst.xml", "--exportsfile:/build/obj/Hello/native/Hello.exports",
+        "--directpinvokelist:/build/WindowsAPIs.txt", "--feature:System.Foo=false"])
+    layout = collect_hosts.NativeAotLayout(Path("/cr"), Path("/cr/aotsdk"), Path("/cr/libsuperpmi-shim-collector.so"),
+                                           "linux")
+    dotnet = collect_hosts.dotnet_variables(Tiering())
+    original = rsp.read_text().splitlines()
+    lines = collect_hosts.nativeaot_response_lines(rsp, original, Path("/w/nativeaot_Hello.out.a"), layout, dotnet)
+    test_dir = tmp_path / "Hello"
+    assert lines == [
+        "--targetos:linux", "--targetarch:x64", "-O",
+        f"--descriptor:{test_dir / 'ILLink.Descriptors.xml'}", f"--substitution:{test_dir / 'Subst.xml'}",
+        f"--exportsfile:{test_dir / 'Hello' / 'native' / 'Hello.exports'}", "--feature:System.Foo=false",
+        str(test_dir / "Hello" / "Hello.dll"), "-o:/w/nativeaot_Hello.out.a", "-r:/cr/aotsdk/System.*.dll",
+        "-r:/cr/System.*.dll", "-r:/cr/Microsoft.*.dll", "-r:/cr/mscorlib.dll", "-r:/cr/netstandard.dll",
+        "--jitpath:/cr/libsuperpmi-shim-collector.so",
+        "--codegenopt:EnableExtraSuperPmiQueries=1", "--codegenopt:TieredCompilation=0"]
+    windows = collect_hosts.NativeAotLayout(Path("/cr"), Path("/cr/aotsdk"), Path("/cr/shim.dll"), "windows")
+    lines = collect_hosts.nativeaot_response_lines(rsp, original, Path("/w/x.out.obj"), windows, {})
+    assert "--directpinvokelist:/cr/build/WindowsAPIs.txt" in lines and "--directpinvokelist:/build/WindowsAPIs.txt" \
+        not in lines
+    assert collect_hosts.nativeaot_output_name("Hello.dll", 0, "linux") == "nativeaot_Hello.out.a"
+    assert collect_hosts.nativeaot_output_name("Hello.dll", 2, "windows") == "nativeaot_Hello.2.out.obj"
+    assert collect_hosts.ilc_argv(Path("/cr/ilc-published/ilc"), Path("/w/x.rsp")) == ["/cr/ilc-published/ilc",
+                                                                                        "@/w/x.rsp"]
+    assert collect_hosts.own_jit_copy_name(Path("/cr/libclrjit.so")) == "libclrjit_superpmi.so"
+    assert collect_hosts.own_jit_copy_name(Path("C:/cr/clrjit.dll")) == "clrjit_superpmi.dll"
+    assert platforms.ilc_relative_path("windows") == "ilc-published/ilc.exe"
+    assert platforms.ilc_relative_path("osx") == "ilc-published/ilc"
+
+
+def test_a_response_file_without_an_input_is_refused(tmp_path):
+    rsp = write_ilc_test(tmp_path, "Empty", ["-O", "--targetos:linux"])
+    layout = collect_hosts.NativeAotLayout(Path("/cr"), Path("/cr/aotsdk"), Path("/cr/shim.so"), "linux")
+    with pytest.raises(SuiteError, match=r"Empty\.ilc\.rsp names no input assembly"):
+        collect_hosts.nativeaot_response_lines(rsp, ["-O"], Path("/w/o.a"), layout, {})
+
+
+def test_ilc_response_files_are_found_recursively_and_excluded(tmp_path):
+    a = write_ilc_test(tmp_path / "tests", "Alpha", ["a.dll"])
+    b = write_ilc_test(tmp_path / "tests", "Beta", ["b.dll"])
+    (tmp_path / "tests" / "Alpha" / "Alpha" / "native" / "Alpha.rsp").write_text("x\n")  # not an ILC rsp
+    assert collect_hosts.find_ilc_rsps([str(tmp_path / "tests")], []) == [a, b]
+    assert collect_hosts.find_ilc_rsps([str(tmp_path / "tests")], ["BETA"]) == [a]
+    assert collect_hosts.find_ilc_rsps([str(b), str(tmp_path / "tests")], []) == [b, a]
+    with pytest.raises(SuiteError, match="is not an ILC response file"):
+        collect_hosts.find_ilc_rsps([str(a.with_name("Alpha.rsp"))], [])
+    with pytest.raises(SuiteError, match=r"no \*\.ilc\.rsp files .* \(after -exclude a b\)"):
+        collect_hosts.find_ilc_rsps([str(tmp_path / "tests")], ["a", "b"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--nativeaot"], "--nativeaot needs -ilc_rsps"),
+    (["--pmi", "-assemblies", "a", "-ilc_rsps", "x.ilc.rsp"], "-ilc_rsps is only used with --nativeaot"),
+    (["--nativeaot", "-ilc_rsps", "x", "--crossgen2", "-assemblies", "a"], "conflicting collection modes"),
+    (["--nativeaot", "-ilc_rsps", "x", "--tiered_pgo"], "cannot be used with --nativeaot"),
+    (["--nativeaot", "-ilc_rsps", "x", "-assemblies", "a"], "-assemblies is only used with"),
+    (["corerun", "-spmi_log_file", "l.txt"], "-spmi_log_file requires --sequential"),
+])
+def test_nativeaot_and_superpmi_flags_refuse_contradictions(argv, message):
+    with pytest.raises(SuiteError, match=message):
+        collect.plan_from_args(parse(*argv))
+
+
+def test_nativeaot_plan():
+    plan = collect.plan_from_args(parse("--nativeaot", "-ilc_rsps", "t", "u.ilc.rsp", "-exclude", "Slow"))
+    assert plan.mode is CollectionMode.NATIVEAOT and plan.ilc_rsps == ["t", "u.ilc.rsp"] and plan.excludes == ["Slow"]
+
+
+# ---------------------------------------------------------------- superpmi flags reach the clean and verify replays
+
+def clean_argv(tmp_path: Path, *argv: str) -> list:
+    args = parse("corerun", "--clean", "--parallelism", "3", "-arch", "x64", "-host_os", "linux",
+                 "-spmi_location", str(tmp_path), *argv)
+    plan = collect.plan_from_args(args)
+    settings = collect.config.resolve_settings(args)
+    jit = Path("/cr") / platforms.jit_file_name("linux", "x64", settings.target_os, settings.target_arch)
+    replayer = collect_steps.Replayer(Path("/cr/superpmi"), jit, Path("/cr"), settings, plan.replay)
+    return collect_steps.clean_replay_argv(replayer, Path("/w/base.mch"), Path("/w/basefail.mcl"))
+
+
+def test_the_clean_replay_without_superpmi_flags(tmp_path):
+    assert clean_argv(tmp_path) == ["/cr/superpmi", "-v", "ewi", "-p", "3", "-f", "/w/basefail.mcl",
+                                    "-details", "/w/basefail.csv", "/cr/libclrjit.so", "/w/base.mch"]
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--sequential"], ["-v", "ewi", "-f"]),
+    (["--break_on_assert"], ["-p", "3", "-boa", "-f"]),
+    (["--break_on_error"], ["-p", "3", "-boe", "-f"]),
+    (["-error_limit", "7"], ["-p", "3", "-failureLimit", "7", "-f"]),
+    (["--sequential", "-spmi_log_file", "/l/spmi.txt"], ["ewi", "-w", "/l/spmi.txt", "-f"]),
+    (["--altjit"], ["-p", "3", "-jitoption", "force", "AltJit=*", "-jitoption", "force", "AltJitNgen=*", "-f"]),
+    (["-target_arch", "arm64"], ["-p", "3", "-target", "arm64", "-f"]),
+])
+def test_each_superpmi_flag_reaches_the_clean_replay(tmp_path, flags, expected):
+    argv = clean_argv(tmp_path, *flags)
+    start = argv.index(expected[0])
+    assert argv[start:start + len(expected)] == expected, argv
+
+
+def test_target_flags_choose_the_cross_jit_and_mch_arch_is_checked(tmp_path):
+    assert clean_argv(tmp_path, "-target_arch", "arm64")[-2] == "/cr/libclrjit_universal_arm64_x64.so"
+    assert clean_argv(tmp_path, "-target_os", "windows")[-2] == "/cr/libclrjit_win_x64_x64.so"
+    core_root = tmp_path / "cr"
+    core_root.mkdir()
+    for name in ("libclrjit.so", "libclrjit_universal_arm64_x64.so"):
+        (core_root / name).write_bytes(b"jit")
+    for target, expected in (([], "libclrjit.so"), (["-target_arch", "arm64"], "libclrjit_universal_arm64_x64.so")):
+        args = parse("corerun", "-arch", "x64", "-host_os", "linux", "-core_root", str(core_root),
+                     "-spmi_location", str(tmp_path), *target)
+        assert collect_steps.core_root_jit(collect.config.resolve_settings(args), None) == core_root / expected
+    with pytest.raises(SuiteError, match="-mch_arch 'sparc' is not an architecture"):
+        collect.config.resolve_settings(parse("corerun", "-mch_arch", "sparc", "-spmi_location", str(tmp_path)))

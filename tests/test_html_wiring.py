@@ -147,6 +147,17 @@ def test_report_from_a_summary_has_header_counts_failures_and_every_row():
     assert data["names"][data["rows"]["n"][1]] == '"quoted" </script> ##vso[x]'
 
 
+def test_an_assert_counts_its_contexts_and_names_its_hits_per_jit():
+    from spmi.reports.asm_model import AssertGroup, AssertInstance, CollectionReport
+    both = AssertGroup("x (lower.cpp:12)", 4, [AssertInstance(9, 3), AssertInstance(11, 5)], contexts=2,
+                       base_hits=2, diff_hits=2)
+    unknown = AssertGroup("y (morph.cpp:3)", 3, [AssertInstance(1, 3), AssertInstance(2, 5)], contexts=2)
+    failures = html_build.collection_failures("a.mch", CollectionReport("a.mch", asserts=[both, unknown]))
+    assert [(f.count, f.text) for f in failures] == [
+        (2, "x (lower.cpp:12)\ncontexts: 9, 11\nhits: 4 (base 2, diff 2)"),
+        (2, "y (morph.cpp:3)\ncontexts: 1, 2\nhits: 3")]
+
+
 def test_merged_report_of_two_targets_prefixes_collections():
     merged = merge_summaries([summary_with_rows("x64"), summary_with_rows("arm64")])
     report = html_build.report_from_merged(merged)

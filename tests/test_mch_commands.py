@@ -138,6 +138,46 @@ def test_upload_download_and_list(storage_account, collections_dir, tmp_path):
     assert len(error_lines) == 1 and "Connection refused" in error_lines[0] and "Traceback" not in cold.stderr
 
 
+def kept_folder(text: str, prefix: str) -> Path:
+    """The folder a `--skip_cleanup` line names (`... in /tmp/<prefix>XXXX`)."""
+    line = next(line for line in text.splitlines() if "--skip_cleanup:" in line)
+    return Path(line.split(" in ", 1)[1].split()[0].rstrip(")"))
+
+
+def test_skip_cleanup_keeps_the_archives_of_upload_and_download_and_says_where(storage_account, collections_dir,
+                                                                               tmp_path):
+    spmi = tmp_path / "spmi"
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    common = ["-spmi_location", str(spmi), "-jit_ee_version", GUID, "--no_progress", *TARGET,
+              "-storage_url", storage_account.account_url]
+    env = {"AZURE_STORAGE_CONNECTION_STRING": storage_account.connection_string, "TMPDIR": str(temp)}
+    upload = superpmi(["upload", *common, "-mch_files", str(collections_dir / "sub"), "--skip_cleanup"], env)
+    assert upload.returncode == 0, all_text(upload, spmi)
+    kept = kept_folder(upload.stdout, "spmi-upload-")
+    assert kept.parent == temp and kept.name.startswith("spmi-upload-")
+    assert [p.name for p in kept.iterdir()] == ["benchmarks.run.linux.x64.checked.mch.zip"]
+    assert "kept the 1 compressed file(s) in" in upload.stdout
+    plain = superpmi(["upload", *common, "-mch_files", str(collections_dir / "sub")], env)
+    assert plain.returncode == 0 and "--skip_cleanup" not in plain.stdout
+    assert sorted(p.name for p in temp.iterdir()) == [kept.name]  # without the flag nothing stays
+
+    download = superpmi(["download", *common, "--skip_cleanup"], env)
+    assert download.returncode == 0, all_text(download, spmi)
+    archives = kept_folder(download.stdout, "spmi-download-")
+    assert "kept 1 downloaded archive(s) in" in download.stdout and archives.parent == temp
+    assert [p.name for p in archives.iterdir()] == ["benchmarks.run.linux.x64.checked.mch.zip"]
+    with zipfile.ZipFile(archives / "benchmarks.run.linux.x64.checked.mch.zip") as zipped:
+        assert zipped.namelist() == ["benchmarks.run.linux.x64.checked.mch"]
+    cache = spmi / "mch" / f"{GUID}.linux.x64"
+    assert (cache / "benchmarks.run.linux.x64.checked.mch").is_file()
+    assert not list(cache.glob("*.zip")) and not list(cache.glob("*.part*"))
+    again = superpmi(["download", *common, "--skip_cleanup", "--force_download"], env)
+    assert again.returncode == 0 and "kept 1 downloaded archive(s)" in again.stdout
+    cached = superpmi(["download", *common, "--skip_cleanup"], env)
+    assert cached.returncode == 0 and "nothing was extracted, nothing to keep" in cached.stdout
+
+
 def test_upload_auth_failure_hides_the_key(storage_account, collections_dir, tmp_path):
     spmi = tmp_path / "spmi"
     wrong_key = "d3JvbmctYWNjb3VudC1rZXktZm9yLXRlc3Rpbmctb25seQ=="
@@ -161,6 +201,10 @@ def test_upload_private_and_use_it(collections_dir, tmp_path):
     assert sorted(p.name for p in target.iterdir()) == [
         "benchmarks.run.linux.x64.checked.mch", "libraries.pmi.linux.x64.checked.mch",
         "libraries.pmi.linux.x64.checked.mch.mct"]
+    kept = superpmi(["upload-private", "-spmi_location", str(spmi), "-jit_ee_version", GUID, *TARGET,
+                     "-mch_files", str(collections_dir / "sub"), "-private_store", str(store), "--skip_cleanup"])
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert f"--skip_cleanup: nothing to keep (upload-private copies straight into {target})" in kept.stdout
 
 
 def test_merge_mch_with_the_sample_mcs(sample_toolchain, tmp_path):

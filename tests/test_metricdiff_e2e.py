@@ -144,6 +144,12 @@ def test_tpdiff_significant_and_insignificant_collections_with_build_warnings(sa
     assert significant and significant != set(rows), "need both a significant and an insignificant collection"
     overall = long_text.split("<summary>Overall")[1].split("</details>")[0]
     assert {name for name in rows if f"|{name}|" in overall} == significant
+    # the title's range covers the listed collections only, never a hidden one's 0.00%
+    title = overall.split("</summary>")[0]
+    shown = re.findall(r"^\|[^|]+\|(.+)\|$", overall.split("|--:|")[1], re.M)
+    in_title = re.findall(r"<span[^>]*>[^<]*</span>", title)
+    assert shown and in_title and all(pct in shown for pct in in_title), (title, shown)
+    assert "0.00%" not in title
     assert short_text.split("<summary>Overall")[1].split("</details>")[0] == overall
 
     lines = [line for line in long_text.splitlines() if line]

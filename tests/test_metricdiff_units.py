@@ -175,6 +175,21 @@ def test_tpdiff_summary_lists_only_significant_collections():
     assert "Top method" not in short_text and "Details" not in short_text and "|a.mch|" in short_text
 
 
+def test_pivot_ranges_cover_only_the_collections_shown():
+    # b.mch is unchanged: it is not listed, so its 0.00% must not widen the title's range
+    run = tp_run([_tp_collection("a.mch", 1_000_000, 1_030_000), _tp_collection("c.mch", 1_000_000, 1_010_000),
+                  _tp_collection("b.mch", 1_000_000, 1_000_000)])
+    text = report.render_tpdiff(run, long=False)
+    assert f"<summary>Overall ({RED}+0.50%</span> to {RED}+1.50%</span>)</summary>" in text
+    assert f"<summary>FullOpts ({RED}+1.00%</span> to {RED}+3.00%</span>)</summary>" in text
+    assert "0.00%" not in text.split("<summary>Overall")[1].split("</summary>")[0]
+    mem = mem_run([_mem_collection("big.mch", (1000, 1400)), _mem_collection("same.mch", (1000, 1000))], threshold=0)
+    for kind, render in (("memdiff", report.render_memdiff), ("metricdiff", report.render_metricdiff)):
+        mem.kind = kind
+        title = render(mem, False, details.metric_direction).split("<summary>")[1].split("</summary>")[0]
+        assert title == f"BytesAllocated ({RED}+20.00%</span>)", kind
+
+
 def test_tpdiff_without_significant_differences():
     run = tp_run([_tp_collection("a.mch", 1_000_000, 1_000_010)])
     long_text = report.render_tpdiff(run, long=True)

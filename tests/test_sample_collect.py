@@ -328,3 +328,59 @@ def test_corerun_bad_input_is_one_line(chain, tmp_path):
         if args:
             assert len(result.stderr.splitlines()) == 1
     assert mc_files(tmp_path / "mc") == []
+
+
+# ---------------------------------------------------------------- the NativeAOT compiler (ilc)
+
+def ilc_rsp(tmp_path: Path, lines: List[str]) -> Path:
+    rsp = tmp_path / "t.rsp"
+    rsp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return rsp
+
+
+def ilc_lines(chain, test: str, out: Path, jit: Optional[Path] = None) -> List[str]:
+    folder = chain.nativeaot_dir / test
+    return [str(folder / test / (test + ".dll")), f"-o:{out}", f"-r:{chain.core_root / 'aotsdk' / 'System.*.dll'}",
+            f"--descriptor:{folder / 'ILLink.Descriptors.xml'}", "--targetos:linux", "-O",
+            f"--jitpath:{jit or chain.shim}", "--codegenopt:EnableExtraSuperPmiQueries=1",
+            "--codegenopt:TieredCompilation=0"]
+
+
+def test_ilc_compiles_every_method_once_through_the_shim(chain, tmp_path):
+    log_dir = tmp_path / "mc"
+    log_dir.mkdir()
+    env = clean_env({"SuperPMIShimPath": str(chain.native_jit), "SuperPMIShimLogPath": str(log_dir)})
+    out = tmp_path / "hello.a"
+    result = run([chain.ilc, f"@{ilc_rsp(tmp_path, ilc_lines(chain, 'Hello', out))}"], tmp_path, env)
+    assert result.returncode == 0, result.stderr.decode()
+    assert out.is_file()
+    [mc] = mc_files(log_dir)
+    recorded = contexts_in(mc)
+    hello = assembly.sample_assemblies()["apps/hello.dll"]
+    assert [c.name for c in recorded] == [m.name for m in hello.methods]
+    assert {c.tier for c in recorded} == {"FullOpts"}
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda lines: lines[1:], "error: No input files specified"),
+    (lambda lines: [line for line in lines if not line.startswith("-o:")], "error: Output filename must be specified"),
+    (lambda lines: [line for line in lines if not line.startswith("-r:")],
+     "error: System.Private.CoreLib.dll not found among the references"),
+    (lambda lines: [line.replace("ILLink", "Missing") for line in lines], "--descriptor file '"),
+    (lambda lines: ["/__w/1/s/artifacts/tests/Hello/Hello/Hello.dll", *lines[1:]], "Input file '/__w/1/s"),
+    (lambda lines: [*lines, "--codegenopt:JitNoCSE"], "--codegenopt 'JitNoCSE' must look like <name>=<value>"),
+])
+def test_ilc_is_strict_about_its_inputs(chain, tmp_path, change, message):
+    env = clean_env({"SuperPMIShimPath": str(chain.native_jit), "SuperPMIShimLogPath": str(tmp_path)})
+    lines = change(ilc_lines(chain, "Hello", tmp_path / "o.a"))
+    result = run([chain.ilc, f"@{ilc_rsp(tmp_path, lines)}"], tmp_path, env)
+    stderr = result.stderr.decode()
+    assert result.returncode == 1 and message in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1 and not mc_files(tmp_path)
+
+
+def test_a_test_rsp_as_the_build_wrote_it_does_not_compile_here(chain, tmp_path):
+    rsp = chain.nativeaot_dir / "Hello" / "Hello" / "native" / "Hello.ilc.rsp"
+    result = run([chain.ilc, f"@{rsp}"], tmp_path, clean_env({}))
+    assert result.returncode == 1 and "Input file '/__w/1/s/artifacts/tests/Hello/Hello/Hello.dll' not found" \
+        in result.stderr.decode()

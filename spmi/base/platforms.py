@@ -137,6 +137,16 @@ def crossgen2_relative_path(host_os: str) -> str:
     return "crossgen2/" + exe_name("crossgen2", host_os)
 
 
+def ilc_relative_path(host_os: str) -> str:
+    """The NativeAOT compiler below Core_Root (docs/contracts.md §14.2)."""
+    return "ilc-published/" + exe_name("ilc", host_os)
+
+
+def native_object_suffix(host_os: str) -> str:
+    """What ILC writes for `-o:` (docs/contracts.md §14.2): an object file on Windows, an archive elsewhere."""
+    return ".obj" if host_os == WINDOWS else ".a"
+
+
 def pintool_file_name(host_os: str) -> str:
     return f"{shared_lib_prefix(host_os)}clrjit_inscount{shared_lib_suffix(host_os)}"
 

@@ -20,7 +20,7 @@ import logging
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from spmi.analyzer import cli as analyzer_cli
 from spmi.base import config, fsutil, platforms, runner
@@ -146,6 +146,7 @@ class CollectionDiff:
     aggregates: Optional["asm_model.CollectionAggregates"] = None
     metric_sums: Dict[str, List[float]] = field(default_factory=dict)  # DetailsDigest.metric_sums
     missing_only: Set[int] = field(default_factory=set)  # DetailsDigest.missing_only
+    error_sides: Dict[int, Tuple[bool, bool]] = field(default_factory=dict)  # DetailsDigest.error_sides
     pick: Optional["asm_analysis.ContextPick"] = None
     examples: List["asm_model.ExampleDiff"] = field(default_factory=list)
     analyze_markdown: str = ""
@@ -263,7 +264,8 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
     table = digest.diff_table() if digest is not None else None
     result = CollectionDiff(mch, outcome, table, problem, aggregates=digest.aggregates if digest else None,
                             metric_sums=digest.metric_sums if digest else {},
-                            missing_only=digest.missing_only if digest else set())
+                            missing_only=digest.missing_only if digest else set(),
+                            error_sides=digest.error_sides if digest else {})
     if problem:
         (log.error if not outcome.failed else log.warning)("%s", problem)
     if outcome.verdict.kind is superpmi_tool.ResultKind.FAILURES and job.options.produce_repro:
@@ -499,17 +501,26 @@ def collection_report(job: Job, result: CollectionDiff) -> "asm_model.Collection
     status = asm_model.ReplayStatus(failed=result.failed, reason=result.failure_reason(),
                                  exit_code=outcome.exit_code if outcome.failed else None,
                                  missing_contexts=outcome.counts.missing, no_data=result.table is None)
-    shown = superpmi_tool.ASSERT_INSTANCES_SHOWN
-    groups = [asm_model.AssertGroup(g.key, g.count,
-                                 [asm_model.AssertInstance(a.context, a.il_size) for a in g.sorted_instances()[:shown]])
-              for g in superpmi_tool.group_asserts(outcome.asserts)]
+    groups = [assert_group(g, result.error_sides) for g in superpmi_tool.group_asserts(outcome.asserts)]
     return asm_model.CollectionReport(name=result.mch.name,
                                    aggregates=result.aggregates or asm_model.CollectionAggregates(),
                                    examples=list(result.examples), jit_analyze_markdown=result.analyze_markdown,
                                    status=status, asserts=groups, repro_commands=failure_repro_commands(job, result),
                                    diff_rows=html_build.diff_rows_of(result.table) if result.table else asm_model.DiffRows(),
                                    failing_contexts=reproducible_failures(result),
-                                   metric_totals=asm_analysis.metric_totals(result.metric_sums))
+                                   metric_totals=asm_analysis.metric_totals(result.metric_sums),
+                                   asserting_contexts=len({a.context for a in outcome.asserts}))
+
+
+def assert_group(group: superpmi_tool.AssertGroup,
+                 error_sides: Mapping[int, Tuple[bool, bool]]) -> "asm_model.AssertGroup":
+    """An assert for the summaries: its first instances, its contexts and its hits per JIT."""
+    shown = superpmi_tool.ASSERT_INSTANCES_SHOWN
+    hits = asm_analysis.attribute_assert_hits([a.context for a in group.instances], error_sides)
+    return asm_model.AssertGroup(group.key, group.count,
+                                 [asm_model.AssertInstance(a.context, a.il_size)
+                                  for a in group.sorted_instances()[:shown]],
+                                 contexts=hits.contexts, base_hits=hits.base, diff_hits=hits.diff)
 
 
 def reproducible_failures(result: CollectionDiff) -> List[int]:

@@ -1,7 +1,8 @@
 """`superpmi.py collect`: record a collection with the shim collector (docs/contracts.md §14).
 
 A host program runs with the shim collector in front of the Core_Root JIT (a
-command line, PMI over assemblies, or crossgen2), the `.mc` files it writes are
+command line, PMI over assemblies, crossgen2, or NativeAOT's ILC over test
+`.ilc.rsp` files), the `.mc` files it writes are
 merged into one `.mch`, optionally cleaned of contexts that fail to replay,
 indexed (`.mct`) and verified; the result is moved to `-output_mch_path` only
 when every step succeeded. Exit 0 on success, 1 on any error (one line).
@@ -15,13 +16,14 @@ import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Iterator, List, Optional, Tuple
 
 from spmi.base import config, fsutil, platforms, runner
 from spmi.base.errors import SuiteError
 from spmi.steps import collect_hosts, collect_steps
 from spmi.steps.collect_hosts import CollectionMode, Tiering
 from spmi.steps.collect_steps import Replayer, WorkFiles
+from spmi.tools import superpmi_tool
 from spmi.tools.superpmi_tool import MAX_PARALLELISM, RunOptions
 
 log = logging.getLogger("superpmi")
@@ -31,15 +33,18 @@ log = logging.getLogger("superpmi")
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     parser = subparsers.add_parser(
-        "collect", parents=[config.common_options()],
+        "collect", parents=[config.common_options(), config.target_options()],
         help="record a collection with the shim collector",
-        description="Run a command, PMI or crossgen2 with the shim collector in front of the Core_Root JIT, "
+        description="Run a command, PMI, crossgen2 or ILC (NativeAOT) with the shim collector in front of the "
+                    "Core_Root JIT, "
                     "merge the recorded .mc files into one .mch, optionally clean and verify it, and index it.")
     parser.add_argument("collection_command", nargs="?",
                         help="command to run (a file, a name in Core_Root, or a program on PATH)")
     parser.add_argument("collection_args", nargs="?", help="its arguments, as one string split on spaces")
     _add_mode_options(parser)
     _add_step_options(parser)
+    superpmi_tool.add_superpmi_common_options(parser.add_argument_group(
+        "superpmi options (the --clean and verify replays)"))
     parser.set_defaults(func=run_collect)
 
 
@@ -47,20 +52,26 @@ def _add_mode_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("what to run")
     group.add_argument("--pmi", action="store_true", help="run PMI (corerun pmi.dll DRIVEALL) over -assemblies")
     group.add_argument("--crossgen2", action="store_true", help="compile -assemblies with Core_Root/crossgen2")
+    group.add_argument("--nativeaot", action="store_true",
+                       help="compile the tests of -ilc_rsps with Core_Root/ilc-published/ilc (NativeAOT)")
     group.add_argument("-assemblies", nargs="+", metavar="FILE_OR_DIR",
                        help=".dll/.exe files or directories (searched recursively) for --pmi/--crossgen2")
+    group.add_argument("-ilc_rsps", nargs="+", metavar="FILE_OR_DIR",
+                       help="for --nativeaot: the tests' *.ilc.rsp files, or directories (searched recursively)")
     group.add_argument("-exclude", nargs="+", default=[], metavar="TEXT",
-                       help="skip assemblies whose path contains one of these (case-insensitive)")
+                       help="skip assemblies (or .ilc.rsp files) whose path contains one of these (case-insensitive)")
     group.add_argument("-pmi_location", metavar="FILE", help="pmi.dll (default: found on PATH, then in Core_Root)")
     group.add_argument("-pmi_path", nargs="+", default=[], metavar="DIR",
                        help="directories PMI searches for referenced assemblies (PMIPATH)")
     group.add_argument("--parallelism", type=config.int_between(1, MAX_PARALLELISM), metavar="N",
-                       help="host processes (and superpmi workers) at once (default: one per CPU)")
+                       help="host processes (and superpmi workers, unless --sequential) at once "
+                            "(default: one per CPU)")
     group.add_argument("--tiered_compilation", action="store_true", help="collect with TieredCompilation=1")
     group.add_argument("--tiered_pgo", action="store_true", help="collect with TieredCompilation=1 and TieredPGO=1")
     group.add_argument("--disable_r2r", action="store_true", help="collect with ReadyToRun=0 (no precompiled code)")
     group.add_argument("--jitoptrepeat_all", action="store_true", help="collect with JitOptRepeat=*")
-    group.add_argument("-jit_name", help="file name of the Core_Root JIT behind the shim (default: the host's JIT)")
+    group.add_argument("-jit_name", help="file name of the Core_Root JIT behind the shim and in the replays "
+                                         "(default: the JIT for -target_os/-target_arch, the host's native one)")
 
 
 def _add_step_options(parser: argparse.ArgumentParser) -> None:
@@ -95,6 +106,7 @@ class CollectPlan:
     command: Optional[str] = None
     command_args: List[str] = field(default_factory=list)
     assemblies: List[str] = field(default_factory=list)
+    ilc_rsps: List[str] = field(default_factory=list)
     excludes: List[str] = field(default_factory=list)
     pmi_location: Optional[str] = None
     pmi_paths: List[str] = field(default_factory=list)
@@ -110,6 +122,7 @@ class CollectPlan:
     keep_temp: bool = False
     parallelism: int = 1
     jit_name: Optional[str] = None
+    replay: RunOptions = RunOptions()  # the --clean and verify replays
 
 
 def _chosen_modes(args: argparse.Namespace) -> List[str]:
@@ -120,6 +133,8 @@ def _chosen_modes(args: argparse.Namespace) -> List[str]:
         chosen.append("--pmi")
     if args.crossgen2:
         chosen.append("--crossgen2")
+    if args.nativeaot:
+        chosen.append("--nativeaot")
     if args.merge_mch_files:
         chosen.append("--merge_mch_files")
     return chosen
@@ -130,34 +145,43 @@ def _mode_of(args: argparse.Namespace) -> Optional[CollectionMode]:
         return CollectionMode.PMI
     if args.crossgen2:
         return CollectionMode.CROSSGEN2
+    if args.nativeaot:
+        return CollectionMode.NATIVEAOT
     if args.collection_command:
         return CollectionMode.COMMAND
     return None
 
 
 def check_modes(args: argparse.Namespace) -> Optional[CollectionMode]:
-    """Exactly one of a command, --pmi, --crossgen2 (or --merge_mch_files / --skip_collection_step)."""
+    """Exactly one of a command, --pmi, --crossgen2, --nativeaot (or --merge_mch_files / --skip_collection_step)."""
     chosen = _chosen_modes(args)
     if len(chosen) > 1:
         raise SuiteError(f"conflicting collection modes: {' and '.join(chosen)}; pass exactly one")
     if not chosen and not args.skip_collection_step:
-        raise SuiteError("nothing to collect: pass a collection command, --pmi or --crossgen2 "
+        raise SuiteError("nothing to collect: pass a collection command, --pmi, --crossgen2 or --nativeaot "
                          "(or --merge_mch_files, or --skip_collection_step with -temp_dir)")
     mode = _mode_of(args)
     if mode in (CollectionMode.PMI, CollectionMode.CROSSGEN2) and not args.assemblies:
         raise SuiteError(f"--{mode.value} needs -assemblies (files or directories to collect from)")
+    if mode is CollectionMode.NATIVEAOT and not args.ilc_rsps:
+        raise SuiteError("--nativeaot needs -ilc_rsps (the tests' .ilc.rsp files, or directories holding them)")
     return mode
+
+
+COMPILER_MODES = (CollectionMode.PMI, CollectionMode.CROSSGEN2, CollectionMode.NATIVEAOT)
 
 
 def check_mode_options(args: argparse.Namespace, mode: Optional[CollectionMode], tiering: Tiering) -> None:
     """Options that belong to another mode are refused rather than ignored."""
     if args.assemblies and mode not in (CollectionMode.PMI, CollectionMode.CROSSGEN2):
         raise SuiteError("-assemblies is only used with --pmi or --crossgen2")
-    if args.exclude and mode not in (CollectionMode.PMI, CollectionMode.CROSSGEN2):
-        raise SuiteError("-exclude is only used with --pmi or --crossgen2")
+    if args.ilc_rsps and mode is not CollectionMode.NATIVEAOT:
+        raise SuiteError("-ilc_rsps is only used with --nativeaot")
+    if args.exclude and mode not in COMPILER_MODES:
+        raise SuiteError("-exclude is only used with --pmi, --crossgen2 or --nativeaot")
     if (args.pmi_location or args.pmi_path) and mode is not CollectionMode.PMI:
         raise SuiteError("-pmi_location and -pmi_path are only used with --pmi")
-    if tiering.flags_given() and mode in (CollectionMode.PMI, CollectionMode.CROSSGEN2):
+    if tiering.flags_given() and mode in COMPILER_MODES:
         raise SuiteError(f"{' '.join(tiering.flags_given())} cannot be used with --{mode.value}; "
                          "tiering flags apply to a collection command only")
     if args.mch_files and not args.merge_mch_files:
@@ -178,21 +202,35 @@ def check_step_options(args: argparse.Namespace) -> None:
         raise SuiteError(f"{reusing[0]} needs -temp_dir (the work folder of an earlier run)")
 
 
+def replay_options(args: argparse.Namespace, parallelism: int) -> RunOptions:
+    """The superpmi switches of the --clean and verify replays: `-p N` (none with --sequential), `-boa`,
+    `-boe`, `-w <file>` (needs --sequential), `-failureLimit N`, and the altjit options (§12.6, §14.3)."""
+    options = RunOptions(sequential=bool(args.sequential), parallelism=None if args.sequential else parallelism,
+                         error_limit=args.error_limit,
+                         spmi_log_file=str(Path(args.spmi_log_file).resolve()) if args.spmi_log_file else None,
+                         break_on_assert=bool(args.break_on_assert), break_on_error=bool(args.break_on_error),
+                         altjit=bool(args.altjit))
+    options.validate_common()
+    return options
+
+
 def plan_from_args(args: argparse.Namespace) -> CollectPlan:
     mode = check_modes(args)
     tiering = Tiering(args.tiered_compilation, args.tiered_pgo, args.disable_r2r, args.jitoptrepeat_all)
     check_mode_options(args, mode, tiering)
     check_step_options(args)
     run_hosts = not (args.skip_collection_step or args.skip_collect_mc_files or args.merge_mch_files)
+    parallelism = args.parallelism or max(1, os.cpu_count() or 1)
     return CollectPlan(
         mode=mode, command=args.collection_command,
         command_args=collect_hosts.split_collection_args(args.collection_args),
-        assemblies=list(args.assemblies or []), excludes=list(args.exclude), pmi_location=args.pmi_location,
+        assemblies=list(args.assemblies or []), ilc_rsps=list(args.ilc_rsps or []), excludes=list(args.exclude),
+        pmi_location=args.pmi_location,
         pmi_paths=list(args.pmi_path), tiering=tiering, merge_mch_files=list(args.mch_files or []),
         clean=args.clean, ci=args.ci, output=args.output_mch_path, temp_dir=args.temp_dir,
         run_hosts=run_hosts, merge=not args.skip_merge_step,
         toc=not args.skip_toc_step, keep_temp=args.skip_cleanup,
-        parallelism=args.parallelism or max(1, os.cpu_count() or 1), jit_name=args.jit_name)
+        parallelism=parallelism, jit_name=args.jit_name, replay=replay_options(args, parallelism))
 
 
 # ---------------------------------------------------------------- tools
@@ -244,6 +282,18 @@ def find_crossgen2(core_root: Path, host_os: str) -> Path:
     if not crossgen2.is_file():
         raise SuiteError(f"crossgen2 not found at {crossgen2}; build it or pass another -core_root")
     return crossgen2
+
+
+def find_ilc(core_root: Path, host_os: str) -> Tuple[Path, Path]:
+    """`<Core_Root>/ilc-published/ilc[.exe]` and the `<Core_Root>/aotsdk` folder (§14.2)."""
+    ilc = core_root / platforms.ilc_relative_path(host_os)
+    if not ilc.is_file():
+        raise SuiteError(f"--nativeaot: ILC not found at {ilc}; build the NativeAOT compiler or pass another -core_root")
+    aotsdk = core_root / collect_hosts.AOTSDK_DIR
+    if not aotsdk.is_dir():
+        raise SuiteError(f"--nativeaot: folder {aotsdk} not found (the NativeAOT SDK assemblies); "
+                         "build it or pass another -core_root")
+    return ilc, aotsdk
 
 
 # ---------------------------------------------------------------- the command
@@ -314,13 +364,15 @@ def _replayer(plan: CollectPlan, settings: config.Settings, tools: Tools) -> Opt
         return None
     assert tools.superpmi is not None and tools.jit is not None
     core_root = settings.core_root or tools.superpmi.parent
-    return Replayer(tools.superpmi, tools.jit, core_root, settings, RunOptions(parallelism=plan.parallelism))
+    return Replayer(tools.superpmi, tools.jit, core_root, settings, plan.replay)
 
 
 def collect(plan: CollectPlan, settings: config.Settings, tools: Tools, temp_dir: Path) -> None:
     """Run the host programs with the shim in front of the JIT; the shim writes `.mc` files into `temp_dir`."""
     assert tools.core_root is not None and tools.shim is not None and tools.jit is not None
-    shim = collect_hosts.Shim(tools.shim, tools.jit, temp_dir)
+    compiler = plan.mode in (CollectionMode.CROSSGEN2, CollectionMode.NATIVEAOT)
+    real_jit = collect_hosts.jit_for_compiler_hosts(tools.jit, temp_dir) if compiler else tools.jit
+    shim = collect_hosts.Shim(tools.shim, real_jit, temp_dir)
     dotnet = collect_hosts.dotnet_variables(plan.tiering)
     env = collect_hosts.shim_environment(shim, dotnet)
     path_value = os.environ.get("PATH")
@@ -340,3 +392,9 @@ def collect(plan: CollectPlan, settings: config.Settings, tools: Tools, temp_dir
         assemblies = collect_hosts.find_assemblies(plan.assemblies, plan.excludes)
         collect_hosts.run_crossgen2(crossgen2, assemblies, shim, tools.core_root, dotnet, temp_dir,
                                     plan.parallelism, settings.show_progress)
+    elif plan.mode is CollectionMode.NATIVEAOT:
+        ilc, aotsdk = find_ilc(tools.core_root, settings.host_os)
+        rsps = collect_hosts.find_ilc_rsps(plan.ilc_rsps, plan.excludes)
+        layout = collect_hosts.NativeAotLayout(tools.core_root, aotsdk, tools.shim, settings.host_os)
+        collect_hosts.run_nativeaot(ilc, rsps, shim, layout, dotnet, temp_dir, plan.parallelism,
+                                    settings.show_progress)

@@ -36,6 +36,8 @@ def _register_download(subparsers) -> None:  # type: ignore[no-untyped-def]
         help="download collections into the cache",
         description="Download the collections for a JIT-EE version and target into spmi_location/mch/.")
     mch_sources.add_collection_options(parser)
+    parser.add_argument("--skip_cleanup", action="store_true",
+                        help="keep the downloaded archives (.zip) in a temporary folder and say where")
     parser.set_defaults(func=download_command)
 
 
@@ -50,6 +52,8 @@ def _register_upload(subparsers) -> None:  # type: ignore[no-untyped-def]
     parser.add_argument("-jit_ee_version", metavar="GUID", help="JIT-EE version GUID (default: from the source tree or mcs)")
     blobs.add_storage_url_option(parser)
     uploads.add_credential_options(parser)
+    parser.add_argument("--skip_cleanup", action="store_true",
+                        help="keep the temporary folder with the compressed files and say where")
     parser.set_defaults(func=upload_command)
 
 
@@ -63,6 +67,9 @@ def _register_upload_private(subparsers) -> None:  # type: ignore[no-untyped-def
     parser.add_argument("-private_store", metavar="DIR",
                         help=f"the store (default: the first entry of ${mch_sources.PRIVATE_STORE_ENV})")
     parser.add_argument("-jit_ee_version", metavar="GUID", help="JIT-EE version GUID (default: from the source tree or mcs)")
+    parser.add_argument("--skip_cleanup", action="store_true",
+                        help="accepted as upstream does; upload-private copies straight into the store, so there is "
+                             "no temporary folder to keep")
     parser.set_defaults(func=upload_private_command)
 
 
@@ -146,7 +153,12 @@ def collection_blob_name(guid: str, target_os: str, mch_arch: str, file_name: st
 
 def download_command(args: argparse.Namespace) -> int:
     settings = _start(args)
-    paths = mch_sources.resolve_collections(args, settings)
+    with fsutil.temporary_directory(prefix="spmi-download-", keep=args.skip_cleanup) as scratch:
+        paths = mch_sources.resolve_collections(args, settings, keep_archives_in=scratch if args.skip_cleanup else None)
+        if args.skip_cleanup:
+            kept = sorted(p.name for p in scratch.iterdir())
+            log.info("--skip_cleanup: %s", f"kept {len(kept)} downloaded archive(s) in {scratch}" if kept
+                     else f"nothing was extracted, nothing to keep (folder {scratch} is empty)")
     log.info("Collections available (%d):", len(paths))
     for path in paths:
         log.info("  %s", path)
@@ -165,14 +177,17 @@ def upload_command(args: argparse.Namespace) -> int:
     log.info("Uploading %d files to %s/%s/%s", len(files), writer.account_url, blobs.COLLECTIONS_CONTAINER,
              mch_sources.COLLECTIONS_BLOB_ROOT + mch_sources.collections_prefix(guid, settings.target_os,
                                                                                  settings.mch_arch))
-    with fsutil.temporary_directory(prefix="spmi-upload-") as scratch:
+    with fsutil.temporary_directory(prefix="spmi-upload-", keep=args.skip_cleanup) as scratch:
         for source in files:
             archive = scratch / (source.name + ".zip")
             compressed = zip_single_file(source, archive)
             log.info("Compressed %d to %d bytes", source.stat().st_size, compressed)
             name = collection_blob_name(guid, settings.target_os, settings.mch_arch, archive.name)
             writer.upload_file(blobs.COLLECTIONS_CONTAINER, name, archive)
-            archive.unlink()
+            if not args.skip_cleanup:
+                archive.unlink()
+        if args.skip_cleanup:
+            log.info("--skip_cleanup: kept the %d compressed file(s) in %s", len(files), scratch)
     log.info("Uploaded %d files", len(files))
     return 0
 
@@ -191,6 +206,8 @@ def upload_private_command(args: argparse.Namespace) -> int:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SuiteError(f"cannot create {target}: {exc.strerror}; check -private_store") from None
+    if args.skip_cleanup:
+        log.info("--skip_cleanup: nothing to keep (upload-private copies straight into %s)", target)
     for source in files:
         destination = target / source.name
         if destination.exists():

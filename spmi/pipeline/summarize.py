@@ -584,10 +584,10 @@ def failure_messages(states: Sequence[PlatformState], type_name: str) -> List[st
         summary = state.summary
         if summary is not None and getattr(summary, "has_problems", False):
             collections = getattr(summary, "collections", [])
-            asserts = sum(getattr(c, "assert_count", 0) for c in collections)
+            asserts = sum(getattr(c, "assert_contexts", 0) for c in collections)
             failed = sum(1 for c in collections if getattr(getattr(c, "status", None), "failed", False))
             if asserts:
-                reasons.append(f"{asserts} JIT assert(s)")
+                reasons.append(f"JIT asserts in {asserts} context(s)")
             if failed:
                 reasons.append(f"replay failed for {failed} collection(s)")
             if not asserts and not failed:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import reduce
 from itertools import compress, repeat
@@ -117,6 +118,8 @@ class DetailsDigest:
         #: Error on either side (a repro of them reproduces nothing)
         self.watched: Set[int] = set(watched)
         self.missing_only: Set[int] = set()
+        #: of the `watched` contexts, which JITs failed to compile them: (base Error, diff Error)
+        self.error_sides: Dict[int, Tuple[bool, bool]] = {}
         self.rows = 0
         self.base_misses = 0
         self.diff_misses = 0
@@ -138,6 +141,7 @@ class DetailsDigest:
         self.either_misses += either_miss.count(1)
         if self.watched:
             self._note_missing_only(table, either_miss)
+            self._note_error_sides(table)
         succeeded = bytes(map(and_, map(eq, c.base_result, repeat(SUCCESS)), map(eq, c.diff_result, repeat(SUCCESS))))
         columns = _aggregated_columns(table)
         _add_metric_sums(self.metric_sums, table, succeeded)
@@ -159,6 +163,12 @@ class DetailsDigest:
         for i in compress(range(table.row_count), either_miss):
             if c.context[i] in self.watched and ERROR not in (c.base_result[i], c.diff_result[i]):
                 self.missing_only.add(c.context[i])
+
+    def _note_error_sides(self, table: DetailsTable) -> None:
+        c = table.columns
+        for i in range(table.row_count):
+            if c.context[i] in self.watched:
+                self.error_sides[c.context[i]] = (c.base_result[i] == ERROR, c.diff_result[i] == ERROR)
 
     def diff_table(self) -> Optional[DetailsTable]:
         """The diff-list rows (both JITs succeeded, `Has diff`) in file order, as a table;
@@ -373,6 +383,38 @@ def take_examples(rows: Iterable[DetailsRow], wanted: int, taken_contexts: Set[i
         contexts.add(row.context)
         names.add(row.method_name)
     return picked
+
+
+@dataclass(frozen=True)
+class AssertHits:
+    """One assert's contexts and hits; `base`/`diff` are None when some hit cannot be attributed."""
+
+    contexts: int
+    hits: int
+    base: Optional[int] = None
+    diff: Optional[int] = None
+
+
+def attribute_assert_hits(contexts: Sequence[int], error_sides: Mapping[int, Tuple[bool, bool]]) -> AssertHits:
+    """Split the hits of one assert (one context number per assert line of a two-JIT run) by JIT.
+
+    A context with two hits asserted in both JITs; a context with one hit is the base's or the
+    diff's when only that JIT's compile was an Error in the details CSV. When one hit cannot be
+    placed (both JITs failed), the split is unknown."""
+    per_context = Counter(contexts)
+    base = diff = 0
+    for context, hits in per_context.items():
+        if hits >= 2:
+            base, diff = base + 1, diff + hits - 1
+            continue
+        sides = error_sides.get(context)
+        if sides == (True, False):
+            base += 1
+        elif sides == (False, True):
+            diff += 1
+        else:
+            return AssertHits(len(per_context), len(contexts))
+    return AssertHits(len(per_context), len(contexts), base, diff)
 
 
 def without_missing(contexts: Sequence[int], missing_only: Container[int]) -> List[int]:

@@ -304,20 +304,28 @@ def failures_box(entries: Sequence[Entry], show_platform: bool = False) -> str:
 
 def _failures_headline(problems: Sequence[Entry], total: int) -> str:
     failed = sum(1 for _, c in problems if c.status.failed)
-    asserts = sum(c.assert_count for _, c in problems)
+    asserts = assert_counts_text(sum(c.assert_contexts for _, c in problems), sum(c.assert_count for _, c in problems))
     no_data = sum(1 for _, c in problems if c.status.no_data)
     missing = sum(1 for _, c in problems if _missing_text(c) != "0")
     parts = []
     if failed:
         parts.append(f"{fmt_int(failed)} failed")
     if asserts:
-        parts.append(plural(asserts, "JIT assert"))
+        parts.append(asserts)
     if no_data:
         parts.append(f"no data for {plural(no_data, 'collection')}")
     if missing:
         parts.append(f"missing data in {plural(missing, 'collection')}")
     return (f"**{colored('red', 'Replay problems')}** in {fmt_int(len(problems))} of {plural(total, 'collection')}: "
             f"{', '.join(parts)}.\n\n")
+
+
+def assert_counts_text(contexts: int, hits: int) -> str:
+    """`JIT asserts in 6 contexts (12 hits)`: contexts first, hits (assert lines, one per JIT) when they differ."""
+    if not contexts:
+        return ""
+    text = f"JIT asserts in {plural(contexts, 'context')}"
+    return text + (f" ({plural(hits, 'hit')})" if hits != contexts else "")
 
 
 def _missing_text(collection: CollectionReport) -> str:
@@ -342,11 +350,12 @@ def _result_text(collection: CollectionReport) -> str:
 
 def _failures_table(problems: Sequence[Entry], show_platform: bool) -> str:
     lead = "|Platform" if show_platform else ""
-    text = f"{lead}|Collection|Result|Asserts|Missing contexts|\n{'|---' if show_platform else ''}|---|---|--:|---|\n"
+    text = (f"{lead}|Collection|Result|Asserting contexts|Assert hits|Missing contexts|\n"
+            f"{'|---' if show_platform else ''}|---|---|--:|--:|---|\n")
     for platform, collection in problems:
         lead = f"|{cell(platform)}" if show_platform else ""
-        text += (f"{lead}|{cell(collection.name)}|{_result_text(collection)}|{fmt_int(collection.assert_count)}|"
-                 f"{_missing_text(collection)}|\n")
+        text += (f"{lead}|{cell(collection.name)}|{_result_text(collection)}|{fmt_int(collection.assert_contexts)}|"
+                 f"{fmt_int(collection.assert_count)}|{_missing_text(collection)}|\n")
     return text + "\n"
 
 
@@ -356,6 +365,9 @@ class AssertRow:
 
     key: str
     count: int = 0
+    contexts: int = 0
+    base_hits: Optional[int] = 0  # None once a group's hits could not be split by JIT
+    diff_hits: Optional[int] = 0
     platforms: List[str] = field(default_factory=list)
     collections: List[str] = field(default_factory=list)
     context: Optional[int] = None
@@ -376,6 +388,11 @@ def group_asserts(entries: Sequence[Entry]) -> List[AssertRow]:
         for group in collection.asserts:
             row = rows.setdefault(group.key, AssertRow(group.key))
             row.count += group.count
+            row.contexts += group.context_count
+            if row.base_hits is None or row.diff_hits is None or group.base_hits is None or group.diff_hits is None:
+                row.base_hits = row.diff_hits = None
+            else:
+                row.base_hits, row.diff_hits = row.base_hits + group.base_hits, row.diff_hits + group.diff_hits
             if platform and platform not in row.platforms:
                 row.platforms.append(platform)
             if collection.name not in row.collections:
@@ -387,7 +404,14 @@ def group_asserts(entries: Sequence[Entry]) -> List[AssertRow]:
                         row.context, row.il_size, row.repro = instance.context, instance.il_size, repro
                     if repro:
                         break
-    return sorted(rows.values(), key=lambda row: (-row.count, row.key))
+    return sorted(rows.values(), key=lambda row: (-row.contexts, -row.count, row.key))
+
+
+def hits_text(row: AssertRow) -> str:
+    """`12 (6 / 6)`: all hits, then base / diff when every hit was placed."""
+    if row.base_hits is None or row.diff_hits is None:
+        return fmt_int(row.count)
+    return f"{fmt_int(row.count)} ({fmt_int(row.base_hits)} / {fmt_int(row.diff_hits)})"
 
 
 def _asserts_table(problems: Sequence[Entry], show_platform: bool) -> str:
@@ -395,13 +419,14 @@ def _asserts_table(problems: Sequence[Entry], show_platform: bool) -> str:
     if not rows:
         return ""
     lead = "|Platforms" if show_platform else ""
-    text = (f"Asserts (identical ones grouped):\n\n|Assert|Count{lead}|Collections|Example context|Repro|\n"
-            f"|---|--:{'|---' if show_platform else ''}|---|--:|---|\n")
+    text = ("Asserts (identical ones grouped; a context asserting in both JITs is two hits):\n\n"
+            f"|Assert|Contexts|Hits (base / diff){lead}|Collections|Example context|Repro|\n"
+            f"|---|--:|--:{'|---' if show_platform else ''}|---|--:|---|\n")
     for row in rows[:MAX_ASSERT_GROUPS]:
         platforms = f"|{cell(', '.join(row.platforms))}" if show_platform else ""
         context = "" if row.context is None else f"{fmt_int(row.context)} (IL size {fmt_int(row.il_size or 0)})"
         repro = f"<code>{cell(row.repro)}</code>" if row.repro else ""
-        text += (f"|{cell(row.key)}|{fmt_int(row.count)}{platforms}|{cell(', '.join(row.collections))}|"
+        text += (f"|{cell(row.key)}|{fmt_int(row.contexts)}|{hits_text(row)}{platforms}|{cell(', '.join(row.collections))}|"
                  f"{context}|{repro}|\n")
     text += "\n"
     if len(rows) > MAX_ASSERT_GROUPS:
@@ -489,15 +514,29 @@ def changed_metrics(collections: Sequence[CollectionReport]) -> List[str]:
     return names
 
 
+def unchanged_metrics(collections: Sequence[CollectionReport]) -> List[str]:
+    """The other metric columns (first-seen order) whose totals are equal in every collection that has them."""
+    changed = set(changed_metrics(collections))
+    names: List[str] = []
+    for collection in collections:
+        for metric in collection.metric_totals:
+            if metric not in OWN_TABLE_METRICS and metric not in changed and metric not in names:
+                names.append(metric)
+    return names
+
+
 def fmt_number(value: float) -> str:
     return fmt_float(value) if isinstance(value, float) and not value.is_integer() else fmt_int(int(value))
 
 
 def other_metrics_section(collections: Sequence[CollectionReport]) -> str:
-    """Every other metric of the details CSV that changed somewhere: base, diff, % per collection (collapsed)."""
+    """Every other metric of the details CSV that changed somewhere: base, diff, % per collection (collapsed),
+    then a `Metrics with no diffs:` line naming the ones that changed nowhere."""
     metrics = changed_metrics(collections)
+    quiet = unchanged_metrics(collections)
+    quiet_line = f"Metrics with no diffs: {cell(', '.join(quiet))}.\n\n" if quiet else ""
     if not metrics:
-        return ""
+        return quiet_line
     body = "|Metric|Collection|Base|Diff|Δ %|\n|---|---|--:|--:|--:|\n"
     for metric in metrics:
         for collection in collections:
@@ -506,7 +545,7 @@ def other_metrics_section(collections: Sequence[CollectionReport]) -> str:
             base, diff = collection.metric_totals[metric]
             body += (f"|{cell(metric)}|{cell(collection.name)}|{fmt_number(base)}|{fmt_number(diff)}|"
                      f"{fmt_percent(pct(base, diff)) if base else ('+∞' if diff else '0.00%')}|\n")
-    return details_block(f"Other metrics ({plural(len(metrics), 'metric')} changed)", body)
+    return details_block(f"Other metrics ({plural(len(metrics), 'metric')} changed)", body) + quiet_line
 
 
 def repro_line(summary: AsmDiffsSummary) -> str:

@@ -150,11 +150,24 @@ class AssertInstance:
 
 @dataclass
 class AssertGroup:
-    """All asserts with one key `<expression> (<file>:<line>)`; `instances` are the first few."""
+    """All asserts with one key `<expression> (<file>:<line>)`; `instances` are the first few.
+
+    `count` is the number of assert lines (hits): with two JITs a context can assert in both.
+    `contexts` is the number of distinct contexts (0 in summaries written before it existed:
+    then `count` stands in); `base_hits`/`diff_hits` split the hits by JIT when every hit
+    could be attributed (None otherwise).
+    """
 
     key: str
     count: int
     instances: List[AssertInstance] = field(default_factory=list)
+    contexts: int = 0
+    base_hits: Optional[int] = None
+    diff_hits: Optional[int] = None
+
+    @property
+    def context_count(self) -> int:
+        return self.contexts or self.count
 
 
 @dataclass
@@ -262,6 +275,7 @@ class CollectionReport:
     failing_contexts: List[int] = field(default_factory=list)  # failed contexts (MISSING ones excluded)
     # every metric column of the details CSV: [Σ base, Σ diff] over contexts both JITs compiled
     metric_totals: Dict[str, List[float]] = field(default_factory=dict)
+    asserting_contexts: int = 0  # distinct contexts with an assert (0: not recorded)
 
     @property
     def has_diffs(self) -> bool:
@@ -269,7 +283,13 @@ class CollectionReport:
 
     @property
     def assert_count(self) -> int:
+        """Assert lines (hits) over all asserts."""
         return sum(group.count for group in self.asserts)
+
+    @property
+    def assert_contexts(self) -> int:
+        """Distinct contexts that asserted (older summaries: the per-assert counts added up)."""
+        return self.asserting_contexts or sum(group.context_count for group in self.asserts)
 
     @property
     def has_problems(self) -> bool:

@@ -11,7 +11,7 @@ from typing import List, Sequence
 
 from spmi.formats.details import CODE_BYTES, PERFSCORE, DetailsTable
 from spmi.reports.asm_analysis import diff_list
-from spmi.reports.asm_model import AsmDiffsSummary, CollectionReport, DiffRows, MergedSummary
+from spmi.reports.asm_model import AsmDiffsSummary, AssertGroup, CollectionReport, DiffRows, MergedSummary
 from spmi.reports.html_report import CollectionCounts, DiffRow, Failure, HtmlReport, Listing, ReportHeader
 
 #: Failing-context commands shown with one failure entry.
@@ -36,7 +36,7 @@ def collection_counts(label: str, collection: CollectionReport) -> CollectionCou
     """Contexts compared, with diffs, MISSING (the larger of the side counts) and failed compiles."""
     overall = collection.aggregates.overall
     missing = max(collection.status.missing_contexts, overall.base_misses, overall.diff_misses)
-    failures = max(overall.base_failures, overall.diff_failures, collection.assert_count)
+    failures = max(overall.base_failures, overall.diff_failures, collection.assert_contexts)
     if collection.status.failed and not failures:
         failures = 1
     return CollectionCounts(label, overall.diffed_contexts, overall.contexts_with_diffs, missing, failures)
@@ -54,13 +54,22 @@ def collection_failures(label: str, collection: CollectionReport) -> List[Failur
         found.append(Failure(label, "no data", "superpmi wrote no details: nothing was compared"))
     for group in collection.asserts:
         contexts = ", ".join(str(instance.context) for instance in group.instances)
-        text = group.key + (f"\ncontexts: {contexts}" if contexts else "")
-        found.append(Failure(label, "assert", text, group.count, repro))
+        text = group.key + (f"\ncontexts: {contexts}" if contexts else "") + _hits_line(group)
+        found.append(Failure(label, "assert", text, group.context_count, repro))
         repro = ""  # once per collection
     missing = collection_counts(label, collection).missing
     if missing:
         found.append(Failure(label, "MISSING", f"{missing:,} contexts lack data the JIT asked for", missing))
     return found
+
+
+def _hits_line(group: AssertGroup) -> str:
+    """`\nhits: 12 (base 6, diff 6)` when the hits (assert lines) are not one per context."""
+    if group.count == group.context_count:
+        return ""
+    split = (f" (base {group.base_hits}, diff {group.diff_hits})"
+             if group.base_hits is not None and group.diff_hits is not None else "")
+    return f"\nhits: {group.count}{split}"
 
 
 def header_of(summary: AsmDiffsSummary, collections: Sequence[str]) -> ReportHeader:

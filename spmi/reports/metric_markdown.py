@@ -180,7 +180,7 @@ def tpdiff_pivot(run: MetricDiffRun, row: str) -> str:
     significant = _row_significant(run.collections, run.focus, row)
     if not significant:
         return ""
-    title = range_title(row, [c.total(run.focus, row).pct for c in run.collections])
+    title = range_title(row, [c.total(run.focus, row).pct for c in significant])  # the collections shown
     body = "|Collection|PDIFF|\n|---|--:|\n"
     body += "".join(f"|{table_cell(c.name)}|{fmt_pct(c.total(run.focus, row).pct)}|\n" for c in significant)
     return details_section(title, body)
@@ -296,7 +296,7 @@ def memdiff_pivot(run: MetricDiffRun, metric: str, direction: str) -> str:
     present = [c for c in run.collections if c.has_metric(metric)]
     significant = [c for c in present if c.total(metric).significant]
     kind = _metric_kind(run, metric)
-    title = range_title(metric, [c.total(metric).pct for c in present], direction)
+    title = range_title(metric, [c.total(metric).pct for c in significant or present], direction)  # those shown
     body = "|Collection|Base|Diff|PDIFF|\n|---|--:|--:|--:|\n"
     for c in significant:
         totals = c.total(metric)

@@ -153,15 +153,17 @@ def finish_selection(paths: Iterable[Path], filters: Optional[Sequence[str]], wh
 
 # ---------------------------------------------------------------- entry point
 
-def resolve_collections(args: argparse.Namespace, settings) -> List[Path]:  # type: ignore[no-untyped-def]
-    """The collections a command should use, downloading what is needed (§12.5)."""
+def resolve_collections(args: argparse.Namespace, settings,  # type: ignore[no-untyped-def]
+                        keep_archives_in: Optional[Path] = None) -> List[Path]:
+    """The collections a command should use, downloading what is needed (§12.5); downloaded
+    archives are kept in `keep_archives_in` when given (`download --skip_cleanup`)."""
     filters = args.filter
     mch_files = args.mch_files
     if mch_files:
         paths: List[Path] = []
         for spec in mch_files:
             if is_remote(spec):
-                paths.extend(_fetch_url_spec(spec, args, settings))
+                paths.extend(_fetch_url_spec(spec, args, settings, keep_archives_in))
             else:
                 paths.extend(expand_local_spec(spec))
         return finish_selection(paths, filters, "-mch_files " + " ".join(mch_files))
@@ -172,7 +174,8 @@ def resolve_collections(args: argparse.Namespace, settings) -> List[Path]:  # ty
     store_files = [p for d in store_dirs for p in find_collection_files(d)]
     account_url = blobs.resolve_account_url(args.storage_url)
     cache_dir = download_from_storage(settings, guid, filters, bool(args.force_download),
-                                      account_url, allow_empty=bool(select_collections(store_files, filters)))
+                                      account_url, allow_empty=bool(select_collections(store_files, filters)),
+                                      keep_archives_in=keep_archives_in)
     paths = find_collection_files(cache_dir) if cache_dir is not None else []
     where = ([str(cache_dir)] if cache_dir is not None else []) + [str(d) for d in store_dirs]
     return finish_selection(paths + store_files, filters, ", ".join(where) or "no cache or store")
@@ -305,7 +308,8 @@ def extracted_name(blob_file_name: str) -> str:
 
 
 def download_from_storage(settings, jit_ee_version: str, filters: Optional[Sequence[str]],  # type: ignore[no-untyped-def]
-                          force: bool, account_url: str, allow_empty: bool = False) -> Optional[Path]:
+                          force: bool, account_url: str, allow_empty: bool = False,
+                          keep_archives_in: Optional[Path] = None) -> Optional[Path]:
     """Fill `spmi_location/mch/<guid>.<os>.<arch>/` from `collections/` unless already complete.
 
     Nothing to download is an error, unless `allow_empty` (other collections exist): then a
@@ -337,7 +341,7 @@ def download_from_storage(settings, jit_ee_version: str, filters: Optional[Seque
                 kept.append(existing)
                 continue
             items.append(downloads.DownloadItem(blobs.blob_url(blobs.COLLECTIONS_CONTAINER, name, account_url),
-                                              cache_dir))
+                                                cache_dir, keep_archive_in=keep_archives_in))
         log.info("Downloading %d of %d collection files into %s", len(items), len(selected), cache_dir)
         results = downloads.download_files(items, settings.show_progress)
         downloaded = [path for paths in results if paths for path in paths]
@@ -362,17 +366,18 @@ def companion_url(url: str) -> Optional[str]:
     return companion + ("?" + query if query else "")
 
 
-def fetch_url(spec: str, settings, force: bool) -> List[Path]:  # type: ignore[no-untyped-def]
+def fetch_url(spec: str, settings, force: bool,  # type: ignore[no-untyped-def]
+              keep_archives_in: Optional[Path] = None) -> List[Path]:
     """Download one `-mch_files` URL (and its optional `.mct`) into the cache."""
     target = url_cache_dir(settings, spec)
     with fsutil.directory_lock(target):
         if not force and cache_is_complete(target, None):
             log_cache_hit(target)
             return find_collection_files(target)
-        items = [downloads.DownloadItem(spec, target)]
+        items = [downloads.DownloadItem(spec, target, keep_archive_in=keep_archives_in)]
         companion = companion_url(spec)
         if companion:
-            items.append(downloads.DownloadItem(companion, target, optional=True))
+            items.append(downloads.DownloadItem(companion, target, optional=True, keep_archive_in=keep_archives_in))
         results = downloads.download_files(items, settings.show_progress)
         files = [path for paths in results if paths for path in paths]
         write_manifest(target, CacheManifest(source=redaction.redact(spec.split("?", 1)[0]),
@@ -423,11 +428,12 @@ def copy_file_atomically(source: Path, destination: Path) -> None:
         raise SuiteError(f"copying {source} to {destination} failed: {exc.strerror or exc}") from None
 
 
-def _fetch_url_spec(spec: str, args: argparse.Namespace, settings) -> List[Path]:  # type: ignore[no-untyped-def]
+def _fetch_url_spec(spec: str, args: argparse.Namespace, settings,  # type: ignore[no-untyped-def]
+                    keep_archives_in: Optional[Path]) -> List[Path]:
     force = bool(args.force_download)
     if platforms.is_unc_path(spec):
         return copy_unc_path(spec, settings, force)
-    return fetch_url(spec, settings, force)
+    return fetch_url(spec, settings, force, keep_archives_in)
 
 
 def existing_private_store_dirs(stores: Sequence[str], jit_ee_version: str, target_os: str,

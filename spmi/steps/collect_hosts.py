@@ -2,8 +2,9 @@
 
 Pure parts: the environment that puts the shim in front of the JIT, finding the
 collection command, the assemblies and pmi.dll, the PMI and crossgen2 argument
-vectors and the crossgen2 response file. I/O at the edges: `run_command`,
-`run_pmi`, `run_crossgen2` (every process through `runner.run`).
+vectors, the crossgen2 response file and the NativeAOT (ILC) response file made
+from a test's `.ilc.rsp`. I/O at the edges: `run_command`, `run_pmi`,
+`run_crossgen2`, `run_nativeaot` (every process through `runner.run`).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class CollectionMode(Enum):
     COMMAND = "command"
     PMI = "pmi"
     CROSSGEN2 = "crossgen2"
+    NATIVEAOT = "nativeaot"
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,24 @@ class Shim:
     shim: Path
     jit: Path
     log_dir: Path
+
+
+def own_jit_copy_name(jit: Path) -> str:
+    """`libclrjit_superpmi.so` for `libclrjit.so`: the copy an ahead-of-time compiler's shim forwards to."""
+    return f"{jit.stem}_superpmi{jit.suffix}"
+
+
+def jit_for_compiler_hosts(jit: Path, temp_dir: Path) -> Path:
+    """crossgen2 and ILC run beside superpmi on the same JIT badly (upstream's finding), so their shim
+    forwards to a copy of the JIT in the work folder; when the copy cannot be made, the JIT itself."""
+    copy = temp_dir / own_jit_copy_name(jit)
+    try:
+        shutil.copyfile(jit, copy)
+    except OSError as exc:
+        log.warning("Warning: could not copy %s to %s (%s); the compiler uses it directly", jit, copy,
+                    exc.strerror or exc)
+        return jit
+    return copy
 
 
 # ---------------------------------------------------------------- environment (pure)
@@ -186,13 +206,111 @@ def crossgen2_response_lines(assembly: Path, output: Path, core_root: Path, shim
     lines = [str(assembly), f"-o:{output}"]
     lines += [f"-r:{core_root / pattern}" for pattern in CROSSGEN2_REFERENCE_PATTERNS]
     lines += ["--parallelism:1", f"--jitpath:{shim}"]
-    lines += [f"--codegenopt:{name[len('DOTNET_'):]}={value}"
-              for name, value in dotnet.items() if name.startswith("DOTNET_")]
-    return lines
+    return lines + codegen_options(dotnet)
 
 
 def crossgen2_argv(crossgen2: Path, response_file: Path) -> List[str]:
     return [str(crossgen2), f"@{response_file}"]
+
+
+def codegen_options(dotnet: Mapping[str, str]) -> List[str]:
+    """`--codegenopt:<k>=<v>` per DOTNET variable (an ahead-of-time compiler passes them to the JIT)."""
+    return [f"--codegenopt:{name[len('DOTNET_'):]}={value}" for name, value in dotnet.items()
+            if name.startswith("DOTNET_")]
+
+
+# ---------------------------------------------------------------- NativeAOT mode (pure)
+
+ILC_RSP_SUFFIX = ".ilc.rsp"
+AOTSDK_DIR = "aotsdk"
+#: options of a test's `.ilc.rsp` the suite replaces (the paths were the test build's)
+ILC_REPLACED_PREFIXES = ("-r:", "-o:", "--directpinvokelist:")
+#: options naming a file of the test, relocated to the test's folders: (prefix, levels above the rsp's folder)
+ILC_RELOCATED = (("--exportsfile:", 0), ("--descriptor:", 2), ("--substitution:", 2))
+
+
+def _ilc_rsps_below(directory: Path) -> List[Path]:
+    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name.endswith(ILC_RSP_SUFFIX))
+
+
+def find_ilc_rsps(specs: Sequence[str], excludes: Sequence[str]) -> List[Path]:
+    """Every `*.ilc.rsp` of `-ilc_rsps` (directories searched recursively), minus `-exclude` matches."""
+    found: List[Path] = []
+    for spec in specs:
+        path = Path(spec).resolve()
+        if path.is_dir():
+            found += [p for p in _ilc_rsps_below(path) if not is_excluded(p.relative_to(path).as_posix(), excludes)]
+        elif path.is_file():
+            if not path.name.endswith(ILC_RSP_SUFFIX):
+                raise SuiteError(f"-ilc_rsps '{spec}' is not an ILC response file (*{ILC_RSP_SUFFIX})")
+            if not is_excluded(path.name, excludes):
+                found.append(path)
+        else:
+            raise SuiteError(f"-ilc_rsps '{spec}' is neither a file nor a directory; check the path")
+    unique = list(dict.fromkeys(found))
+    if not unique:
+        raise SuiteError(f"no *{ILC_RSP_SUFFIX} files to collect from in -ilc_rsps {' '.join(specs)}"
+                         + (f" (after -exclude {' '.join(excludes)})" if excludes else ""))
+    return unique
+
+
+def ilc_input_name(rsp: Path, lines: Sequence[str]) -> str:
+    """The file name of the rsp's input: its last argument that is not an option."""
+    inputs = [line for line in lines if not line.startswith("-")]
+    if not inputs:
+        raise SuiteError(f"{rsp} names no input assembly (every line is an option); pass a test's .ilc.rsp")
+    return Path(inputs[-1].replace("\\", "/")).name
+
+
+def _relocated(line: str, rsp_dir: Path) -> str:
+    for prefix, levels in ILC_RELOCATED:
+        if line.startswith(prefix):
+            folder = rsp_dir
+            for _ in range(levels):
+                folder = folder.parent
+            return prefix + str(folder / Path(line[len(prefix):].replace("\\", "/")).name)
+    return line
+
+
+@dataclass(frozen=True)
+class NativeAotLayout:
+    """Where the NativeAOT compile finds its parts: Core_Root, its `aotsdk/`, the shim and the host OS."""
+
+    core_root: Path
+    aotsdk: Path
+    shim: Path
+    host_os: str
+
+
+def nativeaot_output_name(input_name: str, index: int, host_os: str) -> str:
+    """`nativeaot_<name>.out.a` (`.out.obj` on Windows); the index keeps same-named tests apart."""
+    suffix = f".{index}" if index else ""
+    return f"nativeaot_{Path(input_name).stem}{suffix}.out{platforms.native_object_suffix(host_os)}"
+
+
+def nativeaot_response_lines(rsp: Path, original: Sequence[str], output: Path, layout: NativeAotLayout,
+                             dotnet: Mapping[str, str]) -> List[str]:
+    """A test's `.ilc.rsp` made runnable here (docs/contracts.md §14.2): its options kept, except the test
+    build's references, output, input and P/Invoke list; its exports, descriptor and substitution files
+    taken from the test's folders; then the input assembly (beside the rsp's `native/` folder), `-o:`,
+    references from `aotsdk/` and Core_Root, `--jitpath:<shim>` and `--codegenopt:` per DOTNET variable."""
+    lines = [line.strip() for line in original if line.strip()]
+    input_name = ilc_input_name(rsp, lines)
+    rsp_dir = rsp.resolve().parent
+    kept = [_relocated(line, rsp_dir) for line in lines
+            if line.startswith("-") and not line.startswith(ILC_REPLACED_PREFIXES)]
+    added = [str(rsp_dir.parent / input_name)]
+    if layout.host_os == platforms.WINDOWS:
+        added.append(f"--directpinvokelist:{layout.core_root / 'build' / 'WindowsAPIs.txt'}")
+    added.append(f"-o:{output}")
+    added.append(f"-r:{layout.aotsdk / 'System.*.dll'}")
+    added += [f"-r:{layout.core_root / pattern}" for pattern in CROSSGEN2_REFERENCE_PATTERNS]
+    added.append(f"--jitpath:{layout.shim}")
+    return kept + added + codegen_options(dotnet)
+
+
+def ilc_argv(ilc: Path, response_file: Path) -> List[str]:
+    return [str(ilc), f"@{response_file}"]
 
 
 # ---------------------------------------------------------------- running the hosts
@@ -307,3 +425,32 @@ def run_crossgen2(crossgen2: Path, assemblies: Sequence[Path], shim: Shim, core_
     for failure in failures:
         log.warning("Warning: crossgen2 failed for %s; skipped", failure)
     return HostResult(ran=len(assemblies), failures=failures)
+
+
+def run_nativeaot(ilc: Path, rsps: Sequence[Path], shim: Shim, layout: NativeAotLayout, dotnet: Mapping[str, str],
+                  temp_dir: Path, parallelism: int, show_progress: bool) -> HostResult:
+    """NativeAOT mode: per test `.ilc.rsp`, a rewritten response file in the work folder and
+    `ilc @<rsp>`; the shim is ILC's JIT (`--jitpath`), the DOTNET variables its `--codegenopt`s."""
+    env = {"SuperPMIShimPath": str(shim.jit), "SuperPMIShimLogPath": str(shim.log_dir)}
+    jobs = []
+    for index, rsp in enumerate(rsps):
+        original = _read_rsp(rsp)
+        output = temp_dir / nativeaot_output_name(ilc_input_name(rsp, [x.strip() for x in original if x.strip()]),
+                                                  index, layout.host_os)
+        rewritten = temp_dir / (output.name + ".rsp")
+        fsutil.atomic_write_text(rewritten, "\n".join(nativeaot_response_lines(rsp, original, output, layout,
+                                                                                dotnet)) + "\n")
+        argv = ilc_argv(ilc, rewritten)
+        jobs.append(lambda stop, argv=argv, label=str(rsp): _run_job(argv, label, env, temp_dir, stop))
+    log.info("Running ILC over %d response files (%d at a time)", len(rsps), parallelism)
+    failures = run_parallel(jobs, parallelism, "ILC", show_progress)
+    for failure in failures:
+        log.warning("Warning: ILC failed for %s; skipped", failure)
+    return HostResult(ran=len(rsps), failures=failures)
+
+
+def _read_rsp(rsp: Path) -> List[str]:
+    try:
+        return rsp.read_text(encoding="utf-8-sig", errors="replace").splitlines()
+    except OSError as exc:
+        raise SuiteError(f"cannot read the ILC response file {rsp}: {exc.strerror}") from None

@@ -60,8 +60,9 @@ class Replayer:
 
     @property
     def invocation(self) -> superpmi_tool.SuperpmiInvocation:
-        """Collections are replayed for the host: the target is the host architecture."""
-        return superpmi_tool.SuperpmiInvocation(self.superpmi, self.settings.arch, self.settings.arch, self.options)
+        """Collections are replayed for the JIT's target: `-target <arch>` when `-target_arch` is not the host's."""
+        return superpmi_tool.SuperpmiInvocation(self.superpmi, self.settings.arch, self.settings.target_arch,
+                                                self.options)
 
 
 # ---------------------------------------------------------------- output path (pure + checks)
@@ -131,11 +132,21 @@ def _remove_if_exists(path: Path) -> None:
 
 # ---------------------------------------------------------------- clean
 
+def replay_files(fail_mcl: Path) -> RunFiles:
+    return RunFiles(fail_mcl=fail_mcl, details_csv=fail_mcl.with_suffix(".csv"))
+
+
+def clean_replay_argv(replayer: Replayer, mch: Path, fail_mcl: Path) -> List[str]:
+    """`superpmi -v ewi [-p [N]] [-boa] [-boe] [-w <log>] [-failureLimit N] [altjit] [-target <arch>]
+    -f <fail.mcl> -details <csv> <jit> <mch>` (the clean and verify replays, §12.6, §14.3)."""
+    return superpmi_tool.build_replay_argv(replayer.invocation, replayer.jit, mch, replay_files(fail_mcl), [])
+
+
 def replay_for_failures(replayer: Replayer, mch: Path, fail_mcl: Path) -> replay_steps.CollectionOutcome:
-    """`superpmi -v ewi [-p] -f <fail.mcl> -details <csv> <jit> <mch>`; the run must have completed."""
+    """The clean (or verify) replay of `mch` listing its failing contexts; the run must have completed."""
     _remove_if_exists(fail_mcl)
-    files = RunFiles(fail_mcl=fail_mcl, details_csv=fail_mcl.with_suffix(".csv"))
-    argv = superpmi_tool.build_replay_argv(replayer.invocation, replayer.jit, mch, files, [])
+    files = replay_files(fail_mcl)
+    argv = clean_replay_argv(replayer, mch, fail_mcl)
     run = superpmi_tool.run_superpmi(argv, replayer.core_root, replayer.options.timeout)
     outcome = replay_steps.finish_run(run, mch, files, diff_mode=False, timeout=replayer.options.timeout)
     if outcome.verdict.kind not in (ResultKind.CLEAN, ResultKind.MISSING, ResultKind.FAILURES):
@@ -213,8 +224,10 @@ def mark_if_empty(final: Path) -> bool:
 
 
 def core_root_jit(settings: config.Settings, jit_name: Optional[str]) -> Path:
-    """The real JIT the shim forwards to and the clean/verify replays use: the host's native JIT."""
-    name = jit_name or platforms.jit_file_name(settings.host_os, settings.arch, settings.host_os, settings.arch)
+    """The real JIT the shim forwards to and the clean/verify replays use: `-jit_name`, else the JIT for
+    `-target_os`/`-target_arch` (the host's native JIT when no target is given)."""
+    name = jit_name or platforms.jit_file_name(settings.host_os, settings.arch, settings.target_os,
+                                               settings.target_arch)
     for directory in settings.tool_search_dirs():
         if (directory / name).is_file():
             return directory / name

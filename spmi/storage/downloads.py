@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import threading
 import time
 import urllib.parse
@@ -52,6 +53,8 @@ class DownloadItem:
     file_name: Optional[str] = None
     optional: bool = False
     extract: Optional[bool] = None
+    #: keep a downloaded archive here after extracting it (`--skip_cleanup`), instead of deleting it
+    keep_archive_in: Optional[Path] = None
 
     @property
     def name(self) -> str:
@@ -223,6 +226,16 @@ def _read_json(path: Path) -> Optional[Dict[str, Any]]:
         return value if isinstance(value, dict) else None
     except (OSError, ValueError):
         return None
+
+
+def _keep_archive(part: Path, kept: Path) -> None:
+    """Move a finished archive aside (maybe to another file system); a failure only warns."""
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(part), str(kept))
+        log.debug("Kept %s", kept)
+    except OSError as exc:
+        log.warning("Warning: could not keep %s in %s: %s", kept.name, kept.parent, exc.strerror or exc)
 
 
 def _remove_quietly(path: Path) -> None:
@@ -423,6 +436,8 @@ class _Downloader:
             except (UnsafeArchive, NotAZip) as exc:
                 self._discard(job)
                 raise type(exc)(f"{exc}; the download was discarded") from None
+            if job.item.keep_archive_in is not None:
+                _keep_archive(job.part, job.item.keep_archive_in / job.item.name)
             self._discard(job)
         else:
             os.replace(job.part, target)

@@ -47,21 +47,27 @@ MAX_PARALLELISM = 64  # superpmi -p accepts at most this many workers
 
 # ---------------------------------------------------------------- run options
 
-def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The replay options replay, asmdiffs, tpdiff and memdiff share (§12.1)."""
-    group = parser.add_argument_group("replay options")
-    group.add_argument("-jit_name", help="JIT file name to look for (default: native or cross name for the target)")
+def add_superpmi_common_options(group: "argparse._ArgumentGroup") -> None:
+    """The superpmi switches every command that runs superpmi takes (replay, asmdiffs, tpdiff,
+    memdiff, metricdiff and collect's clean and verify replays; §12.1, §14.3)."""
     group.add_argument("--altjit", action="store_true",
                        help="replay with AltJit=* and AltJitNgen=* (cross-target altjits)")
     group.add_argument("--sequential", action="store_true", help="run superpmi without -p (one process)")
-    group.add_argument("--parallelism", type=config.int_between(1, MAX_PARALLELISM), metavar="N", help="superpmi -p N (default: -p, one worker per CPU)")
-    group.add_argument("-compile", "-c", dest="compile", metavar="LIST",
-                       help="compile only these contexts (superpmi -c: 20, 5,10-99, or an .mcl file); implies no -p")
     group.add_argument("-error_limit", type=config.positive_int, metavar="N",
                        help="stop after N compile errors (superpmi -failureLimit)")
     group.add_argument("-spmi_log_file", metavar="FILE", help="superpmi -w log file (requires --sequential)")
     group.add_argument("--break_on_assert", action="store_true", help="superpmi -boa")
     group.add_argument("--break_on_error", action="store_true", help="superpmi -boe")
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The replay options replay, asmdiffs, tpdiff and memdiff share (§12.1)."""
+    group = parser.add_argument_group("replay options")
+    group.add_argument("-jit_name", help="JIT file name to look for (default: native or cross name for the target)")
+    add_superpmi_common_options(group)
+    group.add_argument("--parallelism", type=config.int_between(1, MAX_PARALLELISM), metavar="N", help="superpmi -p N (default: -p, one worker per CPU)")
+    group.add_argument("-compile", "-c", dest="compile", metavar="LIST",
+                       help="compile only these contexts (superpmi -c: 20, 5,10-99, or an .mcl file); implies no -p")
     group.add_argument("--produce_repro", action="store_true",
                        help="write a .mc repro per failing context into repro.<collection>")
     group.add_argument("-details", metavar="FILE_OR_DIR",
@@ -105,6 +111,16 @@ class RunOptions:
         return options
 
     def validate(self) -> None:
+        self.validate_common()
+        if self.timeout is not None and not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise SuiteError(f"--timeout {self.timeout:g} must be a positive number of seconds")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise SuiteError(f"--time_budget {self.time_budget:g} must be a positive number of seconds")
+        if self.compile_list is not None and not self.compile_list.strip():
+            raise SuiteError("-compile needs a context list such as 20, 5,10-99 or a .mcl file")
+
+    def validate_common(self) -> None:
+        """The checks of the `add_superpmi_common_options` switches and --parallelism."""
         if self.spmi_log_file and not self.sequential:
             raise SuiteError("-spmi_log_file requires --sequential (superpmi does not pass -w to its workers)")
         if self.parallelism is not None and self.parallelism < 1:
@@ -115,12 +131,6 @@ class RunOptions:
             raise SuiteError(f"--sequential and --parallelism {self.parallelism} contradict each other; pass one of them")
         if self.error_limit is not None and self.error_limit < 1:
             raise SuiteError(f"-error_limit {self.error_limit} must be at least 1")
-        if self.timeout is not None and not (math.isfinite(self.timeout) and self.timeout > 0):
-            raise SuiteError(f"--timeout {self.timeout:g} must be a positive number of seconds")
-        if self.time_budget is not None and not self.time_budget > 0:
-            raise SuiteError(f"--time_budget {self.time_budget:g} must be a positive number of seconds")
-        if self.compile_list is not None and not self.compile_list.strip():
-            raise SuiteError("-compile needs a context list such as 20, 5,10-99 or a .mcl file")
 
     def run_timeout(self, now: Optional[float] = None) -> Optional[float]:
         """The timeout of the next superpmi process: `--timeout`, shortened to what is left of
