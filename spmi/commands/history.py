@@ -12,9 +12,9 @@ import argparse
 from pathlib import Path
 from typing import List, Sequence
 
-from spmi.base import config, fsutil, schema, untrusted
+from spmi.base import config, fsutil, schema
 from spmi.base.errors import SuiteError
-from spmi.history import judge, records, store, trend_page
+from spmi.history import judge, records, report, store, trend_page
 from spmi.history.records import HistoryRecord, RunFacts
 from spmi.storage import blobs, uploads
 
@@ -210,44 +210,13 @@ def compare_command(args: argparse.Namespace) -> int:
         listing = store.load_history(_account_url(args), pr.summary_type, pr.target_os, pr.target_arch, args.last)
         _print_problems(listing.problems)
         verdicts = judge.judge(pr, listing.records, last=args.last, k=args.history_k)
-        for line in verdict_lines(pr, verdicts):
+        for line in report.verdict_lines(pr, verdicts):
             print(line)
-        sections.append(verdict_markdown(pr, verdicts))
+        sections.append(report.verdict_markdown(pr, verdicts))
     if args.output_md_path:
         fsutil.atomic_write_text(Path(args.output_md_path).resolve(), "\n".join(sections))
         print(f"Wrote {Path(args.output_md_path).resolve()}")
     return 0
 
 
-def verdict_lines(pr: HistoryRecord, verdicts: judge.HistoryJudgement) -> List[str]:
-    head = f"{pr.summary_type} {pr.target_os}/{pr.target_arch}: {verdicts.records_used} main run(s) compared"
-    lines = [head + _skips(verdicts)]
-    for item in verdicts.judgements:
-        mark = "FLAGGED " if item.verdict.flagged else ""
-        lines.append(f"  {mark}{item.collection} {item.metric} {judge.fmt_pct(item.change)}: {item.describe()}")
-    return lines
-
-
-def _skips(verdicts: judge.HistoryJudgement) -> str:
-    if not verdicts.skipped:
-        return ""
-    return " (skipped: " + ", ".join(f"{count} with {reason}" for reason, count in sorted(verdicts.skipped.items())) + ")"
-
-
-def verdict_markdown(pr: HistoryRecord, verdicts: judge.HistoryJudgement) -> str:
-    """A markdown section: one row per collection and metric with the PR's change and the verdict."""
-    cell = untrusted.escape_md_inline
-    text = (f"#### History: {cell(pr.summary_type)} {cell(pr.target_os)} {cell(pr.target_arch)}\n\n"
-            f"Compared with {verdicts.records_used} main run(s){cell(_skips(verdicts))}.\n\n")
-    if not verdicts.judgements:
-        return text + "No metric to compare.\n"
-    text += "|Collection|Metric|Change|Verdict|\n|---|---|--:|---|\n"
-    for item in verdicts.judgements:
-        verdict = cell(item.describe())
-        if item.verdict.flagged:
-            verdict = f"**{verdict}**"
-        text += f"|{cell(item.collection)}|{cell(item.metric)}|{judge.fmt_pct(item.change)}|{verdict}|\n"
-    return text
-
-
-__all__: List[str] = ["register", "summary_records", "change_lines", "verdict_lines", "verdict_markdown"]
+__all__: List[str] = ["register", "summary_records", "change_lines"]

@@ -80,6 +80,7 @@ class HistoryRecord:
     jit_ee_version: str = ""
     base_build: str = ""
     diff_build: str = ""
+    focus: str = ""     # the summary's headline metric
     collections: List[CollectionTotals] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -95,6 +96,8 @@ class HistoryRecord:
                 raise ValueError(f"{label} is not a git hash")
         if self.jit_ee_version and not re.match(r"^[0-9a-fA-F-]{36}$", self.jit_ee_version):
             raise ValueError("jit_ee_version is not a GUID")
+        if self.focus:
+            check_name(self.focus, "focus metric")
         for label, value in (("base_build", self.base_build), ("diff_build", self.diff_build)):
             if len(value) > 500:
                 raise ValueError(f"{label} is longer than 500 characters")
@@ -181,30 +184,39 @@ def record_from_summary(document: Mapping[str, Any], facts: RunFacts, source: st
     """A record of the JSON summary `document` (read from `source`) with `facts` filled in."""
     kind = summary_type_of(document)
     if kind == "asmdiffs":
-        summary = AsmDiffsSummary.from_document(document, source)
-        collections = [_asm_collection(c) for c in summary.collections
-                       if not c.status.no_data and is_plain_name(c.name)]
-        target_os = facts.target_os or summary.target_os
-        target_arch = facts.target_arch or summary.target_arch
-        base_build = diff_build = ""
-    elif kind:
+        return record_from_asmdiffs(AsmDiffsSummary.from_document(document, source), facts, source)
+    if kind:
         try:
             run = metric_model.run_from_json(document)
         except ValueError as exc:
             raise RecordError(f"{source}: {exc}") from None
-        collections = [_metric_collection(c) for c in run.collections if is_plain_name(c.name)]
-        target_os, target_arch = facts.target_os, facts.target_arch
-        base_build = run.base_build.text if run.base_build else ""
-        diff_build = run.diff_build.text if run.diff_build else ""
-    else:
-        raise RecordError(f"{source}: not an asmdiffs, tpdiff, memdiff or metricdiff JSON summary")
+        return record_from_metric_run(run, facts, source)
+    raise RecordError(f"{source}: not an asmdiffs, tpdiff, memdiff or metricdiff JSON summary")
+
+
+def record_from_asmdiffs(summary: AsmDiffsSummary, facts: RunFacts, source: str) -> HistoryRecord:
+    collections = [_asm_collection(c) for c in summary.collections if not c.status.no_data and is_plain_name(c.name)]
+    return _record("asmdiffs", "CodeSize", facts.target_os or summary.target_os,
+                   facts.target_arch or summary.target_arch, facts, "", "", collections, source)
+
+
+def record_from_metric_run(run: metric_model.MetricDiffRun, facts: RunFacts, source: str) -> HistoryRecord:
+    collections = [_metric_collection(c) for c in run.collections if is_plain_name(c.name)]
+    return _record(run.kind, run.focus, facts.target_os, facts.target_arch, facts,
+                   run.base_build.text if run.base_build else "", run.diff_build.text if run.diff_build else "",
+                   collections, source)
+
+
+def _record(kind: str, focus: str, target_os: str, target_arch: str, facts: RunFacts, base_build: str,
+            diff_build: str, collections: List[CollectionTotals], source: str) -> HistoryRecord:
     if not target_os or not target_arch:
         raise RecordError(f"{source}: a {kind} summary does not name its target; pass -target_os and -target_arch")
     try:
         return HistoryRecord(summary_type=kind, target_os=target_os, target_arch=target_arch,
                              time=facts.time or utc_stamp(), diff_hash=facts.diff_hash, base_hash=facts.base_hash,
                              jit_ee_version=facts.jit_ee_version, base_build=base_build[:500],
-                             diff_build=diff_build[:500], collections=collections)
+                             diff_build=diff_build[:500], focus=focus if is_plain_name(focus) else "",
+                             collections=collections)
     except ValueError as exc:
         raise RecordError(f"{source}: {exc}") from None
 

@@ -7,7 +7,7 @@ import argparse
 import logging
 import os
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from spmi.base import config, fsutil, logs, platforms
 from spmi.base.errors import SuiteError
@@ -127,4 +127,20 @@ def run(args: argparse.Namespace) -> int:
         return 0
     local_dir = Path(args.local_directory).resolve() if args.local_directory else payload.with_name(payload.name + "_local")
     jobs = positive(args.jobs, "-jobs") if args.jobs is not None else platforms.usable_cpu_count()
-    return run_locally(items, payload, local_dir, host_os, host_arch, args.type, source, jobs)
+    return run_locally(items, payload, local_dir, host_os, host_arch, args.type, source, jobs,
+                       history_summarize_options(args, hashes, options.jit_ee_version))
+
+
+def history_summarize_options(args: argparse.Namespace, hashes: Dict[str, Optional[str]],
+                              jit_ee_version: Optional[str]) -> List[str]:
+    """What the local summarize step is told about history (docs/history.md); nothing unless asked."""
+    if not (args.history_upload or args.history):
+        return []
+    argv = ["--history_upload"] if args.history_upload else []
+    argv += ["--history", "-history_last", str(args.history_last)] if args.history else []
+    base_hash = next((h for h in hashes.values() if h), None) or args.base_git_hash
+    for flag, value in (("-diff_git_hash", args.diff_git_hash), ("-base_git_hash", base_hash),
+                        ("-jit_ee_version", jit_ee_version), ("-storage_url", args.storage_url)):
+        if value:
+            argv += [flag, value]
+    return argv
