@@ -50,6 +50,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("-release_base_jit_directory", help="release baseline JITs (default: rolling build download)")
     parser.add_argument("-base_git_hash", help="commit the baseline JITs were built from (recorded; downloaded "
                                                "when no baseline directory is given)")
+    parser.add_argument("-baseline_of", metavar="REV",
+                        help="find the baseline rolling build of REV instead of the work tree's HEAD (a scheduled "
+                             "main run passes HEAD~1: the previous main build is the base, this one the diff)")
     parser.add_argument("-runtime_repo", help="dotnet/runtime clone for baseline discovery (default: the git work tree here)")
     parser.add_argument("-storage_url", help="storage account for rolling builds and history (default: the public account)")
     parser.add_argument("-jit_analyze_directory", help="self-contained jit-analyze to ship as jit-analyze/")

@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Tuple
 from spmi.base import config, fsutil, logs, platforms
 from spmi.base.errors import SuiteError
 from spmi.pipeline import common as pipeline
+from spmi.sources.baseline import check_revision
 from spmi.pipeline.azdo import default_creator, helix_source_prefix, pipeline_variables, print_variables
 from spmi.pipeline.helix import plan_work_items, render_proj, split_options
 from spmi.pipeline.local_runner import run_locally
@@ -97,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
         release_product_directory=used_dir(args.release_product_directory, "-release_product_directory", release),
         base_jit_directory=used_dir(args.base_jit_directory, "-base_jit_directory", checked),
         release_base_jit_directory=used_dir(args.release_base_jit_directory, "-release_base_jit_directory", release),
-        base_git_hash=args.base_git_hash, runtime_repo=runtime_repo, storage_url=args.storage_url,
+        base_git_hash=args.base_git_hash, runtime_repo=runtime_repo,
+        baseline_of=check_revision(args.baseline_of, "-baseline_of") if args.baseline_of else None,
+        storage_url=args.storage_url,
         jit_analyze_directory=existing_dir(args.jit_analyze_directory, "-jit_analyze_directory"),
         git_directory=existing_dir(args.git_directory, "-git_directory"),
         pin_directory=used_dir(args.pin_directory, "-pin_directory", pin),
