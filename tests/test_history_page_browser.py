@@ -3,7 +3,6 @@ per collection, the PR marked, hover text naming the run, no request leaving the
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest

@@ -103,6 +103,14 @@ def test_a_pr_run_is_judged_against_the_main_runs(history_runs, label, verdict):
     rows = history_rows(overall(history_runs["root"], label))
     targets = {f"{p.target_os} {p.target_arch}" for p in pipeline.partitions_for_host(HOST_ARCH)}
     assert {row[0] for row in rows} == targets
+    page_names = [f"superpmi_history_tpdiff_{p.target_os}_{p.target_arch}.html"
+                  for p in pipeline.partitions_for_host(HOST_ARCH)]
+    text = overall(history_runs["root"], label)
+    results = history_runs["root"] / f"payload_{label}_local" / "helixresults"
+    for name in page_names:
+        assert f"`{name}`" in text
+        page = (results / name).read_text(encoding="utf-8")
+        assert page.count('<g class="series"') == 1 and page.count('class="pr"') == 1
     for row in rows:
         assert row[2] == "instructions"
         assert verdict in row[4] and "last 3 main runs:" in row[4], row

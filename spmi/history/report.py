@@ -51,9 +51,13 @@ def verdict_markdown(pr: HistoryRecord, verdicts: HistoryJudgement) -> str:
     return text + verdict_table([(f"{pr.target_os} {pr.target_arch}", j) for j in verdicts.judgements])
 
 
-def overall_section(judged: Sequence[Tuple[HistoryRecord, HistoryJudgement]], last: int, notes: Sequence[str] = ()) -> str:
-    """The overall page's history section: one table for every platform, flagged rows first."""
+def overall_section(judged: Sequence[Tuple[HistoryRecord, HistoryJudgement]], last: int, notes: Sequence[str] = (),
+                    pages: Sequence[str] = ()) -> str:
+    """The overall page's history section: one table for every platform, flagged rows first;
+    `pages` names the trend pages written beside the page."""
     text = f"## History\n\nEach change against the spread of the last {last} main runs (docs/history.md).\n\n"
+    if pages:
+        text += "Trend pages (in the results artifact): " + ", ".join(f"`{name}`" for name in pages) + "\n\n"
     for note in notes:
         text += f"- {escape_md_inline(note)}\n"
     if notes:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from spmi.base import fsutil
 from spmi.base.config import int_between
 from spmi.base.errors import SuiteError
 from spmi.base.untrusted import neutralize_commands, one_line
-from spmi.history import judge, records, report, store
+from spmi.history import judge, records, report, store, trend_page
 from spmi.history.records import HistoryRecord, RunFacts
 from spmi.reports import asm_model, metric_model
 from spmi.storage import blobs, uploads
@@ -62,8 +63,15 @@ def facts_from(args: argparse.Namespace) -> RunFacts:
                     jit_ee_version=args.jit_ee_version or "", time=records.utc_stamp())
 
 
-def run_history(platform_summaries: Sequence[Tuple[str, str, object]], args: argparse.Namespace) -> str:
-    """Upload and/or judge; the History section for the overall page ('' without --history)."""
+def trend_page_name(summary_type: str, target_os: str, target_arch: str) -> str:
+    """The trend page the summarize step writes beside the overall summary, per platform."""
+    return f"superpmi_history_{summary_type}_{target_os}_{target_arch}.html"
+
+
+def run_history(platform_summaries: Sequence[Tuple[str, str, object]], args: argparse.Namespace,
+                pages: Optional[Path] = None) -> str:
+    """Upload and/or judge; the History section for the overall page ('' without --history).
+    With `pages`, each judged platform's trend page (its main runs, the PR marked) is written there."""
     facts = facts_from(args)
     made: List[HistoryRecord] = []
     for target_os, target_arch, summary in platform_summaries:
@@ -76,15 +84,16 @@ def run_history(platform_summaries: Sequence[Tuple[str, str, object]], args: arg
         if record is not None:
             made.append(record)
     account_url = blobs.resolve_account_url(args.storage_url)
-    section = judge_section(made, account_url, args.history_last) if args.history else ""
+    section = judge_section(made, account_url, args.history_last, pages) if args.history else ""
     if args.history_upload:
         upload_records(made, account_url)
     return section
 
 
-def judge_section(made: Sequence[HistoryRecord], account_url: str, last: int) -> str:
+def judge_section(made: Sequence[HistoryRecord], account_url: str, last: int, pages: Optional[Path] = None) -> str:
     judged = []
     notes: List[str] = []
+    written: List[str] = []
     for pr in made:
         try:
             listing = store.load_history(account_url, pr.summary_type, pr.target_os, pr.target_arch, last)
@@ -95,7 +104,12 @@ def judge_section(made: Sequence[HistoryRecord], account_url: str, last: int) ->
             log.warning("Warning: %s", problem)
         notes.extend(f"{pr.target_os} {pr.target_arch}: {p}" for p in listing.problems[:5])
         judged.append((pr, judge.judge(pr, listing.records, last=last)))
-    return report.overall_section(judged, last, notes)
+        if pages is not None:
+            name = trend_page_name(pr.summary_type, pr.target_os, pr.target_arch)
+            title = f"SuperPMI {pr.summary_type} history: {pr.target_os} {pr.target_arch}"
+            fsutil.atomic_write_text(pages / name, trend_page.render_trend_page(listing.records, title, pr))
+            written.append(name)
+    return report.overall_section(judged, last, notes, written)
 
 
 def upload_records(made: Sequence[HistoryRecord], account_url: str) -> None:

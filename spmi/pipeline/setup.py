@@ -12,7 +12,6 @@ from typing import Dict, List, Optional, Tuple
 from spmi.base import config, fsutil, logs, platforms
 from spmi.base.errors import SuiteError
 from spmi.pipeline import common as pipeline
-from spmi.sources.baseline import check_revision
 from spmi.pipeline.azdo import default_creator, helix_source_prefix, pipeline_variables, print_variables
 from spmi.pipeline.helix import plan_work_items, render_proj, split_options
 from spmi.pipeline.local_runner import run_locally
@@ -23,6 +22,7 @@ from spmi.pipeline.payload import (
     stage_payload,
     validate_payload,
 )
+from spmi.sources.baseline import check_revision
 
 log = logging.getLogger("superpmi")
 

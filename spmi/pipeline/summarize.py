@@ -654,7 +654,7 @@ def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: st
     history = ""
     if history_step.wanted(args):
         history = history_step.run_history(
-            [(s.target_os, s.target_arch, s.summary) for s in states if s.summary is not None], args)
+            [(s.target_os, s.target_arch, s.summary) for s in states if s.summary is not None], args, directory)
     text = render_document(states, diff_type, platform, arch, args.short, html_diffs=True, artifact=artifact,
                            reports=reports(on_github), history=history)
     output = directory / pipeline.overall_summary_name(diff_type.name, platform, arch, short=args.short)
