@@ -18,7 +18,8 @@ from spmi.base.config import ArgumentParser
 # Each module defines register(subparsers) adding its command(s); every
 # command sets `func(args) -> int` as its parser default.
 COMMAND_MODULES: List[str] = ["spmi.commands.replay", "spmi.commands.asmdiffs", "spmi.commands.metricdiff",
-                              "spmi.commands.summarize", "spmi.commands.mch_commands", "spmi.commands.collect"]
+                              "spmi.commands.summarize", "spmi.commands.mch_commands", "spmi.commands.collect",
+                              "spmi.commands.history"]
 
 # Which module registers each command, so a run imports only what it uses.
 MODULE_OF_COMMAND: Dict[str, str] = {
@@ -27,7 +28,7 @@ MODULE_OF_COMMAND: Dict[str, str] = {
     "metricdiff": "spmi.commands.metricdiff",
     "summarize": "spmi.commands.summarize", "download": "spmi.commands.mch_commands", "upload": "spmi.commands.mch_commands",
     "upload-private": "spmi.commands.mch_commands", "list-collections": "spmi.commands.mch_commands", "merge-mch": "spmi.commands.mch_commands",
-    "collect": "spmi.commands.collect",
+    "collect": "spmi.commands.collect", "history": "spmi.commands.history",
 }
 
 

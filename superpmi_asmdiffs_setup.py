@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from spmi.base import logs
-from spmi.base.config import ArgumentParser, positive_int
+from spmi.base.config import ArgumentParser, int_between, positive_int
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.setup import run
 
@@ -50,8 +50,11 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("-release_base_jit_directory", help="release baseline JITs (default: rolling build download)")
     parser.add_argument("-base_git_hash", help="commit the baseline JITs were built from (recorded; downloaded "
                                                "when no baseline directory is given)")
+    parser.add_argument("-baseline_of", metavar="REV",
+                        help="find the baseline rolling build of REV instead of the work tree's HEAD (a scheduled "
+                             "main run passes HEAD~1: the previous main build is the base, this one the diff)")
     parser.add_argument("-runtime_repo", help="dotnet/runtime clone for baseline discovery (default: the git work tree here)")
-    parser.add_argument("-storage_url", help="storage account for rolling builds (default: the public account)")
+    parser.add_argument("-storage_url", help="storage account for rolling builds and history (default: the public account)")
     parser.add_argument("-jit_analyze_directory", help="self-contained jit-analyze to ship as jit-analyze/")
     parser.add_argument("-git_directory", help="portable git to ship as git/ (Windows)")
     parser.add_argument("-pin_directory",
@@ -85,6 +88,16 @@ def build_parser() -> ArgumentParser:
                         help="collection bytes per work item for -work_items_per_target auto "
                              f"(default: {pipeline.AUTO_BYTES_PER_WORK_ITEM})")
     parser.add_argument("-log_level", default="info", help="console level (default: info)")
+    history = parser.add_argument_group("history (with --run_locally; docs/history.md)")
+    history.add_argument("--history_upload", action="store_true",
+                         help="the summarize step records each platform's results as a main-branch run in storage "
+                              "(-storage_url; the credential from $AZURE_STORAGE_CONNECTION_STRING, "
+                              "$AZURE_STORAGE_SAS_TOKEN or $AZURE_STORAGE_KEY)")
+    history.add_argument("--history", action="store_true",
+                         help="the summarize step judges each platform's changes against the recorded main runs")
+    history.add_argument("-history_last", type=int_between(1, 1000), default=30, metavar="N",
+                         help="how many main runs to compare with (default 30)")
+    history.add_argument("-diff_git_hash", metavar="HASH", help="commit the diff JITs were built from (recorded)")
     return parser
 
 

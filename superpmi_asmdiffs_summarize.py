@@ -29,6 +29,7 @@ from typing import Optional, Sequence
 from spmi.base import logs
 from spmi.base.config import ArgumentParser
 from spmi.pipeline import common as pipeline
+from spmi.pipeline.history_step import add_history_options
 from spmi.pipeline.summarize import DEFAULT_ARTIFACT, run
 
 
@@ -43,6 +44,7 @@ def build_parser() -> ArgumentParser:
                         help="write the short variant (under 65,536 characters, for a PR comment)")
     parser.add_argument("-artifact_name", help="artifact named in truncation notes "
                                                f"(default: {DEFAULT_ARTIFACT} per platform)")
+    add_history_options(parser)
     return parser
 
 

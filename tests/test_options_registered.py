@@ -29,6 +29,12 @@ MINIMAL_ARGS: Dict[str, List[str]] = {
     "summarize": ["-summary_type", "asmdiffs", "-summaries", "a.json"],
     "upload": ["-mch_files", "a.mch"], "upload-private": ["-mch_files", "a.mch"],
     "merge-mch": ["-output_mch_path", "out.mch", "-pattern", "*.mch"],
+    "history": ["compare", "-summaries", "a.json"],
+}
+# Commands with verbs: the other verbs' least command lines (the first verb is in MINIMAL_ARGS).
+MORE_VERBS: Dict[str, List[str]] = {
+    "history upload": ["-summaries", "a.json"], "history list": [],
+    "history show": ["-summary_type", "tpdiff", "-target_os", "linux", "-target_arch", "x64"],
 }
 
 
@@ -131,9 +137,15 @@ def test_every_command_has_a_minimal_command_line():
     assert sorted(MINIMAL_ARGS) == commands()
 
 
-@pytest.mark.parametrize("command", commands())
-def test_every_option_a_command_reads_is_registered(command: str):
-    args = superpmi.build_parser().parse_args([command, *MINIMAL_ARGS[command]])
+def command_lines() -> List[List[str]]:
+    return [[command, *MINIMAL_ARGS[command]] for command in commands()] + \
+        [[*verb.split(), *rest] for verb, rest in MORE_VERBS.items()]
+
+
+@pytest.mark.parametrize("argv", command_lines(), ids=" ".join)
+def test_every_option_a_command_reads_is_registered(argv: List[str]):
+    command = " ".join(argv[:2]) if argv[0] == "history" else argv[0]
+    args = superpmi.build_parser().parse_args(argv)
     assert isinstance(args, config.StrictNamespace)
     func = args.func
     index = _index()

@@ -59,3 +59,18 @@ def test_no_built_baseline_is_a_one_line_error(tmp_path: Path, storage_account) 
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "No baseline JIT found" in proc.stderr
     assert repos.c["m4"] in proc.stderr and repos.c["m3"] in proc.stderr
+
+
+def test_baseline_of_an_older_revision_is_that_revisions_baseline(tmp_path: Path, storage_account) -> None:
+    """A scheduled main run compares this build with the previous one: -baseline_of HEAD~1."""
+    repos = make_runtime_repos(tmp_path / "runtime")
+    for commit in ("m1", "m3"):
+        for name in pipeline.required_jit_names(HOST_OS, "x86"):
+            blob = baseline.build_blob_name(repos.c[commit], HOST_OS, "x86", "Checked", name)
+            storage_account.upload("jitrollingbuild", blob, f"{commit} jit".encode())
+    payload = tmp_path / "payload"
+    proc = run_setup(repos.work, product_directory(tmp_path), payload, storage_account.account_url,
+                     "-baseline_of", repos.c["m2"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    info = json.loads((payload / "base" / "baseline.json").read_text())
+    assert info["hashes"] == {"checked": repos.c["m1"]}

@@ -161,3 +161,27 @@ def test_every_type_runs_and_is_summarized() -> None:
         assert all("-release_product_directory" in args for args in setup_args)
         texts = list(script_texts(load(path)))
         assert any("-configuration Release" in text for text in texts)
+
+
+def test_scheduled_main_runs_record_history_and_pr_runs_are_judged() -> None:
+    """Both definitions run daily on main with the previous main build as base (-baseline_of HEAD~1),
+    record the results (--history_upload), and judge PR runs against them (--history)."""
+    azdo = load(AZDO)
+    (schedule,) = azdo["schedules"]
+    assert schedule["branches"]["include"] == ["main"] and schedule["always"] is True
+    assert len(schedule["cron"].split()) == 5
+    texts = "\n".join(script_texts(azdo))
+    assert "BaselineArgs]-baseline_of HEAD~1" in texts and "HistoryArgs]--history_upload" in texts
+    assert "HistoryArgs]--history\"" in texts
+    setup_calls = [args for name, args in all_invocations(AZDO) if name == pipeline.SETUP_SCRIPT]
+    summarize_calls = [args for name, args in all_invocations(AZDO) if name == pipeline.SUMMARIZE_SCRIPT]
+    assert all("$(BaselineArgs)" in args for args in setup_calls)
+    assert all("$(HistoryArgs)" in args for args in summarize_calls)
+    github = load(GITHUB)
+    on = github.get("on", github.get(True))
+    assert len(on["schedule"][0]["cron"].split()) == 5
+    setup_calls = [args for name, args in all_invocations(GITHUB) if name == pipeline.SETUP_SCRIPT]
+    assert setup_calls and all("-baseline_of" in args and "HEAD~1" in args for args in setup_calls)
+    long_summary = [args for name, args in all_invocations(GITHUB)
+                    if name == pipeline.SUMMARIZE_SCRIPT and "--short" not in args]
+    assert long_summary and all("--history_upload" in args and "--history" in args for args in long_summary)

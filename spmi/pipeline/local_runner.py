@@ -119,8 +119,8 @@ def collect_results(results: Sequence[LocalResult], destination: Path) -> None:
 
 
 def run_locally(items: Sequence[WorkItem], payload: Path, local_dir: Path, host_os: str, host_arch: str,
-                type_name: str, source_directory: Path, parallelism: int) -> int:
-    """All work items, then the summarize script; exit 1 when anything failed."""
+                type_name: str, source_directory: Path, parallelism: int, summarize_options: Sequence[str] = ()) -> int:
+    """All work items, then the summarize script (with `summarize_options`); exit 1 when anything failed."""
     work_root = local_dir / "workitems"
     results_dir = local_dir / "helixresults"
     for stale in (work_root, results_dir):
@@ -145,7 +145,7 @@ def run_locally(items: Sequence[WorkItem], payload: Path, local_dir: Path, host_
                       result.item.name, ", ".join(result.missing_results))
     collect_results(results, results_dir)
     argv = [sys.executable, str(source_directory / pipeline.SUMMARIZE_SCRIPT), "-diff_summary_dir",
-            str(results_dir), "-arch", host_arch, "-platform", host_os, "-type", type_name]
+            str(results_dir), "-arch", host_arch, "-platform", host_os, "-type", type_name, *summarize_options]
     sys.stdout.flush()
     code = runner.run(argv, inherit_output=True).returncode
     if code != 0:

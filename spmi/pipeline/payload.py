@@ -88,6 +88,7 @@ class StageOptions:
     base_jit_directory: Optional[Path] = None
     release_base_jit_directory: Optional[Path] = None
     base_git_hash: Optional[str] = None
+    baseline_of: Optional[str] = None    # find the baseline of this revision, not of HEAD (a main run: HEAD~1)
     runtime_repo: Optional[Path] = None
     storage_url: Optional[str] = None
     jit_analyze_directory: Optional[Path] = None
@@ -350,7 +351,7 @@ def download_baseline(options: StageOptions, flavour: str, target: Path) -> str:
             git_utils.fetch_main(repo)
         except SuiteError as exc:
             log.warning("Warning: %s; using the history already fetched", exc)
-    start = baseline.baseline_candidates(repo, None, options.base_git_hash,
+    start = baseline.baseline_candidates(repo, options.baseline_of, options.base_git_hash,
                                          alternatives=("-base_git_hash", "-base_jit_directory"))
     required = pipeline.required_jit_names(options.host_os, options.host_arch)
     target.mkdir(parents=True, exist_ok=True)

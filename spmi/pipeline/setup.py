@@ -7,7 +7,7 @@ import argparse
 import logging
 import os
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from spmi.base import config, fsutil, logs, platforms
 from spmi.base.errors import SuiteError
@@ -22,6 +22,7 @@ from spmi.pipeline.payload import (
     stage_payload,
     validate_payload,
 )
+from spmi.sources.baseline import check_revision
 
 log = logging.getLogger("superpmi")
 
@@ -97,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
         release_product_directory=used_dir(args.release_product_directory, "-release_product_directory", release),
         base_jit_directory=used_dir(args.base_jit_directory, "-base_jit_directory", checked),
         release_base_jit_directory=used_dir(args.release_base_jit_directory, "-release_base_jit_directory", release),
-        base_git_hash=args.base_git_hash, runtime_repo=runtime_repo, storage_url=args.storage_url,
+        base_git_hash=args.base_git_hash, runtime_repo=runtime_repo,
+        baseline_of=check_revision(args.baseline_of, "-baseline_of") if args.baseline_of else None,
+        storage_url=args.storage_url,
         jit_analyze_directory=existing_dir(args.jit_analyze_directory, "-jit_analyze_directory"),
         git_directory=existing_dir(args.git_directory, "-git_directory"),
         pin_directory=used_dir(args.pin_directory, "-pin_directory", pin),
@@ -127,4 +130,20 @@ def run(args: argparse.Namespace) -> int:
         return 0
     local_dir = Path(args.local_directory).resolve() if args.local_directory else payload.with_name(payload.name + "_local")
     jobs = positive(args.jobs, "-jobs") if args.jobs is not None else platforms.usable_cpu_count()
-    return run_locally(items, payload, local_dir, host_os, host_arch, args.type, source, jobs)
+    return run_locally(items, payload, local_dir, host_os, host_arch, args.type, source, jobs,
+                       history_summarize_options(args, hashes, options.jit_ee_version))
+
+
+def history_summarize_options(args: argparse.Namespace, hashes: Dict[str, Optional[str]],
+                              jit_ee_version: Optional[str]) -> List[str]:
+    """What the local summarize step is told about history (docs/history.md); nothing unless asked."""
+    if not (args.history_upload or args.history):
+        return []
+    argv = ["--history_upload"] if args.history_upload else []
+    argv += ["--history", "-history_last", str(args.history_last)] if args.history else []
+    base_hash = next((h for h in hashes.values() if h), None) or args.base_git_hash
+    for flag, value in (("-diff_git_hash", args.diff_git_hash), ("-base_git_hash", base_hash),
+                        ("-jit_ee_version", jit_ee_version), ("-storage_url", args.storage_url)):
+        if value:
+            argv += [flag, value]
+    return argv

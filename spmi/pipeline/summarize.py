@@ -18,6 +18,7 @@ from spmi.base.errors import SuiteError
 from spmi.base.untrusted import code_block, escape_html_inline, escape_md_inline, neutralize_commands, sanitize_markdown
 from spmi.formats import details
 from spmi.pipeline import common as pipeline
+from spmi.pipeline import history_step
 from spmi.pipeline.common import DiffType, Part
 from spmi.reports import asm_overall, metric_model, summaries
 from spmi.reports import metric_markdown as metric_report
@@ -471,13 +472,13 @@ def markdown_section(state: PlatformState) -> str:
 
 
 def render_asmdiffs(states: Sequence[PlatformState], title: str, budget: int, short: bool, artifact: str,
-                    reports: str = "") -> str:
+                    reports: str = "", history: str = "") -> str:
     """Box + `render_overall` of the platforms with JSON summaries + `reports` (the HTML reports section,
     after the problems and the impact) + the other sections, within `budget`."""
     with_summary = [s for s in states if s.summary is not None]
     markdown_only = [s for s in states if s.summary is None and s.markdown is not None]
     missing = [s for s in states if s.without_results]
-    head = f"# {title}\n\n" + pipeline_box(states)
+    head = f"# {title}\n\n" + pipeline_box(states) + history
     tail = reports + "".join(markdown_section(s) for s in markdown_only) + "".join(missing_section(s) for s in missing)
     if not with_summary:
         nothing = DIFF_NOTHING["asmdiffs"] + "\n\n---\n\n"
@@ -496,12 +497,13 @@ DIFF_NOTHING = {name: t.nothing_found for name, t in pipeline.DIFF_TYPES.items()
 
 
 def render_metric_type(states: Sequence[PlatformState], diff_type: DiffType, title: str, budget: int, short: bool,
-                       artifact: str, transform: Callable[[str], str]) -> str:
+                       artifact: str, transform: Callable[[str], str], history: str = "") -> str:
     """tpdiff/memdiff (§12.16): heading, sentence, each platform's markdown; sections drop to fit."""
     measure = md.char_size if short else md.utf8_size
     head = f"# {title}\n\n" + (diff_type.intro + "\n\n" if diff_type.intro else "") + pipeline_box(states)
     runs = [(s.label, s.summary) for s in states if s.summary is not None]
     head += metric_report.headline_table(runs, details.metric_direction)  # type: ignore[arg-type]
+    head += history
     sections = [md.Section(head)]
     present = [s for s in states if s.markdown is not None]
     if not present:
@@ -559,9 +561,10 @@ def final_markdown_transform(html_diffs: bool) -> Callable[[str], str]:
 
 
 def render_document(states: Sequence[PlatformState], diff_type: DiffType, platform: str, arch: str, short: bool,
-                    html_diffs: bool, artifact: str, limit: Optional[int] = None, reports: str = "") -> str:
+                    html_diffs: bool, artifact: str, limit: Optional[int] = None, reports: str = "",
+                    history: str = "") -> str:
     """The whole overall summary within its limit (bytes, or characters for --short); `reports` is the
-    asmdiffs HTML reports section."""
+    asmdiffs HTML reports section, `history` the History section (docs/history.md)."""
     measure = md.char_size if short else md.utf8_size
     limit = limit if limit is not None else (SHORT_LIMIT_CHARS if short else FILE_LIMIT_BYTES)
     label = limit_label(limit, short)
@@ -569,9 +572,10 @@ def render_document(states: Sequence[PlatformState], diff_type: DiffType, platfo
     title = title_for(diff_type, platform, arch)
     if diff_type.name == "asmdiffs":
         def render(budget: int) -> str:
-            return state_real_limit(render_asmdiffs(states, title, budget - 1, short, artifact, reports), label)
+            return state_real_limit(render_asmdiffs(states, title, budget - 1, short, artifact, reports, history),
+                                    label)
         return fit_with_transform(render, limit, measure, transform)
-    return render_metric_type(states, diff_type, title, limit - 1, short, artifact, transform)
+    return render_metric_type(states, diff_type, title, limit - 1, short, artifact, transform, history)
 
 
 def failure_messages(states: Sequence[PlatformState], type_name: str) -> List[str]:
@@ -647,8 +651,12 @@ def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: st
     def reports(github: bool) -> str:
         return md.html_reports_section(report_links(states, arch, github), artifacts_url(environ, github))
 
+    history = ""
+    if history_step.wanted(args):
+        history = history_step.run_history(
+            [(s.target_os, s.target_arch, s.summary) for s in states if s.summary is not None], args, directory)
     text = render_document(states, diff_type, platform, arch, args.short, html_diffs=True, artifact=artifact,
-                           reports=reports(on_github))
+                           reports=reports(on_github), history=history)
     output = directory / pipeline.overall_summary_name(diff_type.name, platform, arch, short=args.short)
     fsutil.atomic_write_text(output, text)
     print(neutralize_commands(f"Writing {output}"), file=sys.stderr, flush=True)
@@ -665,6 +673,6 @@ def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: st
             budget = min(room, SHORT_LIMIT_CHARS if args.short else FILE_LIMIT_BYTES)
             github_text = render_document(states, diff_type, platform, arch, args.short, html_diffs=False,
                                           artifact=artifact, limit=budget if not args.short else min(budget, SHORT_LIMIT_CHARS),
-                                          reports=reports(True))
+                                          reports=reports(True), history=history)
             cioutput.append_github_step_summary(github_text, environ)
     sys.stdout.flush()
