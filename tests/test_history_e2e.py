@@ -97,7 +97,7 @@ def test_a_pr_is_judged_against_the_main_runs(recorded, toolchain, tmp_path, tp_
                      "-jit_ee_version", GUID, "-storage_url", recorded.account_url, "-output_md_path", out)
     assert result.returncode == 0, result.stdout + result.stderr
     row = next(line for line in out.read_text(encoding="utf-8").splitlines()
-               if line.startswith(f"|{toolchain.collection.name.replace('_', chr(92) + '_')}|instructions|"))
+               if line.startswith(f"|linux x64|{toolchain.collection.name}|instructions|"))
     assert verdict in row and "last 3 main runs:" in row, row
     assert ("FLAGGED" in result.stdout) == (tp_factor != 1.0)
 
