@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import fnmatch
 import hashlib
 import os
 import re
+import stat
 from pathlib import Path
-from typing import List, Optional, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Set, Tuple, Union
 
 from spmi.analyzer.compare import AnalysisResult, AnalyzeInputError, AnalyzeOptions, AnalyzeUsageError, _Analysis
+from spmi.analyzer.export import Exporter
 from spmi.analyzer.render import render_markdown
 from spmi.analyzer.scan import METRICS, _Unit
 from spmi.base import fsutil
@@ -23,37 +26,57 @@ PathLike = Union[str, "os.PathLike[str]"]
 _WHOLE_FILE_LIMIT = 16 << 20  # larger files are read in chunks
 _STREAM_CHUNK = 4 << 20  # read size for files above _WHOLE_FILE_LIMIT
 _READ_SIZE = 1 << 16
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+# O_NONBLOCK: opening a FIFO must not wait for a writer (it is then refused as not a regular file).
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 def _list_files(root: str, extension: str, file_filter: Optional[str], recursive: bool) -> List[str]:
-    """Keys (paths relative to root) of the files matching `<filter or *><ext>`, sorted."""
+    """Keys (paths relative to root) of the regular files matching `<filter or *><ext>`, sorted.
+    Anything else with a matching name (a FIFO, a socket, a device) is not a listing and is skipped."""
     pattern = (file_filter or "*") + extension
     flags = re.IGNORECASE if os.name == "nt" else 0
     matcher = re.compile(fnmatch.translate(pattern), flags).match
     keys: List[str] = []
-    if recursive:
-        for dirpath, _dirs, names in os.walk(root):
-            rel = os.path.relpath(dirpath, root)
-            prefix = "" if rel == os.curdir else rel + os.sep
-            keys.extend(prefix + n for n in names if matcher(n))
-    else:
-        with os.scandir(root) as entries:
-            keys.extend(e.name for e in entries if matcher(e.name) and e.is_file())
+    pending = [("", root)]
+    while pending:
+        prefix, folder = pending.pop()
+        with os.scandir(folder) as entries:
+            for e in entries:
+                if recursive and e.is_dir(follow_symlinks=False):
+                    pending.append((prefix + e.name + os.sep, e.path))
+                elif matcher(e.name) and e.is_file():
+                    keys.append(prefix + e.name)
     keys.sort()
     return keys
 
 
-def _open_if_file(path: str) -> Optional[int]:
-    """A read-only descriptor, or None when there is no such file."""
+def _open_regular(path: str) -> Optional[int]:
+    """A read-only descriptor of a regular file (symlinks followed), or None when `path` is missing
+    or not a regular file (a folder, a FIFO, a device)."""
     try:
-        return os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, _OPEN_FLAGS)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
     except PermissionError:
         if os.path.isdir(path):
             return None
         raise
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _open_listing(path: str) -> int:
+    fd = _open_regular(path)
+    if fd is None:
+        raise FileNotFoundError(errno.ENOENT, "Not a regular file", path)
+    return fd
 
 
 def _read_whole(fd: int) -> Optional[bytes]:
@@ -158,12 +181,15 @@ def analyze(base: PathLike, diff: PathLike, options: Optional[AnalyzeOptions] = 
     validate_options(options)
     base, diff = os.fspath(base), os.fspath(diff)
     base_kind, diff_kind = _existing_kind(base), _existing_kind(diff)
-    run = _Analysis(options)
+    run = _Analysis(options, Exporter(options) if options.export else None)
+    known: Dict[str, bool] = {}
     try:
         if options.concat_files or (base_kind == "file" and diff_kind == "file"):
-            _analyze_as_one_pair(run, base, base_kind, diff, diff_kind)
+            _analyze_as_one_pair(run, base, base_kind, diff, diff_kind, known)
         else:
-            _analyze_by_key(run, base, base_kind, diff, diff_kind)
+            _analyze_by_key(run, base, base_kind, diff, diff_kind, known)
+        if _wants_text_diffs(options):
+            run.result.text_diff_keys = text_diff_keys(base, diff, known)
     except OSError as e:
         if isinstance(e, AnalyzeInputError):
             raise
@@ -177,28 +203,35 @@ def _side_files(path: str, kind: str, options: AnalyzeOptions) -> Tuple[str, Lis
     return path, _list_files(path, options.file_extension, options.file_filter, options.recursive)
 
 
-def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_kind: str) -> None:
+def _wants_text_diffs(options: AnalyzeOptions) -> bool:
+    """jit-analyze counts textual diffs unless told not to, and not with --count 0 (§8.4)."""
+    return not options.skip_text_diff and options.count != 0
+
+
+def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_kind: str,
+                    known: Dict[str, bool]) -> None:
+    """Files paired by key; `known` gets, per paired key, whether the two files' bytes differ."""
     options, result = run.options, run.result
-    need_text = not options.skip_text_diff
+    need_text = _wants_text_diffs(options)
     base_root, base_keys = _side_files(base, base_kind, options)
     diff_root, diff_keys = _side_files(diff, diff_kind, options) if diff_kind == "file" else (diff, None)
     base_prefix, diff_prefix = os.path.join(base_root, ""), os.path.join(diff_root, "")
     for key in base_keys:
-        dfd = None if diff_keys is not None and key not in diff_keys else _open_if_file(diff_prefix + key)
+        dfd = None if diff_keys is not None and key not in diff_keys else _open_regular(diff_prefix + key)
         if dfd is None:
             if options.warn:
                 result.base_only_files.append(key)
             continue
         try:
-            bfd = os.open(base_prefix + key, _OPEN_FLAGS)
+            bfd = _open_listing(base_prefix + key)
             try:
                 bunit, dunit, differ = _pair_units(bfd, dfd, need_text)
             finally:
                 os.close(bfd)
         finally:
             os.close(dfd)
-        if differ:
-            result.text_diff_files += 1
+        if need_text:
+            known[key] = differ
         run.compare(key, key, bunit, dunit)
     if options.warn:
         if diff_keys is None:
@@ -208,17 +241,19 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
 
 
 def _feed_path(unit: _Unit, path: str, starts_input: bool) -> None:
-    fd = os.open(path, _OPEN_FLAGS)
+    fd = _open_listing(path)
     try:
         _feed_read(unit, fd, _read_whole(fd), starts_input, False)
     finally:
         os.close(fd)
 
 
-def _analyze_as_one_pair(run: _Analysis, base: str, base_kind: str, diff: str, diff_kind: str) -> None:
-    """Single files on both sides, or --concat-files: one unit per side."""
-    options, result = run.options, run.result
-    need_text = not options.skip_text_diff
+def _analyze_as_one_pair(run: _Analysis, base: str, base_kind: str, diff: str, diff_kind: str,
+                         known: Dict[str, bool]) -> None:
+    """Single files on both sides, or --concat-files: one unit per side (no file lists for --warn,
+    as jit-analyze)."""
+    options = run.options
+    need_text = _wants_text_diffs(options)
     base_root, base_keys = _side_files(base, base_kind, options)
     diff_root, diff_keys = _side_files(diff, diff_kind, options)
     bunit, dunit = _Unit(), _Unit()
@@ -229,12 +264,13 @@ def _analyze_as_one_pair(run: _Analysis, base: str, base_kind: str, diff: str, d
     base_started = diff_started = False
     for bkey, dkey in pairs:
         if bkey is not None and dkey is not None:
-            bfd = os.open(os.path.join(base_root, bkey), _OPEN_FLAGS)
+            bfd = _open_listing(os.path.join(base_root, bkey))
             try:
-                dfd = os.open(os.path.join(diff_root, dkey), _OPEN_FLAGS)
+                dfd = _open_listing(os.path.join(diff_root, dkey))
                 try:
-                    if _feed_pair(bunit, bfd, not base_started, dunit, dfd, not diff_started, need_text):
-                        result.text_diff_files += 1
+                    differ = _feed_pair(bunit, bfd, not base_started, dunit, dfd, not diff_started, need_text)
+                    if need_text and bkey == dkey:
+                        known[bkey] = differ
                 finally:
                     os.close(dfd)
             finally:
@@ -243,13 +279,9 @@ def _analyze_as_one_pair(run: _Analysis, base: str, base_kind: str, diff: str, d
         elif bkey is not None:
             _feed_path(bunit, os.path.join(base_root, bkey), not base_started)
             base_started = True
-            if options.warn:
-                result.base_only_files.append(bkey)
         elif dkey is not None:
             _feed_path(dunit, os.path.join(diff_root, dkey), not diff_started)
             diff_started = True
-            if options.warn:
-                result.diff_only_files.append(dkey)
     run.compare(_unit_key(base), _unit_key(diff), bunit, dunit)
 
 
@@ -273,6 +305,76 @@ def _merge_keys(base_keys: List[str], diff_keys: List[str]) -> List[Tuple[Option
     return out
 
 
+# ------------------------------------------------------------------ textual diffs
+
+
+def _is_real_dir(path: str) -> bool:
+    """A directory that is not a symlink (git compares a symlinked folder as a link)."""
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def _tree_pairs(base: str, diff: str, prefix: str) -> Iterator[Tuple[str, "os.DirEntry[str]", "os.DirEntry[str]"]]:
+    """(key, base entry, diff entry) for every name present in both trees, any extension, at any depth."""
+    try:
+        with os.scandir(diff) as entries:
+            others = {e.name: e for e in entries}
+        with os.scandir(base) as entries:
+            mine = list(entries)
+    except OSError:
+        return
+    for entry in mine:
+        other = others.get(entry.name)
+        if other is None:
+            continue
+        base_dir, diff_dir = entry.is_dir(follow_symlinks=False), other.is_dir(follow_symlinks=False)
+        if base_dir and diff_dir:
+            yield from _tree_pairs(entry.path, other.path, prefix + entry.name + os.sep)
+        elif not base_dir and not diff_dir:
+            yield prefix + entry.name, entry, other
+
+
+def _contents_differ(base: str, diff: str) -> bool:
+    bfd = _open_regular(base)
+    dfd = _open_regular(diff) if bfd is not None else None
+    try:
+        if bfd is None or dfd is None or os.fstat(bfd).st_size != os.fstat(dfd).st_size:
+            return bfd is not None and dfd is not None
+        while True:
+            chunk = os.read(bfd, _READ_SIZE)
+            if chunk != os.read(dfd, _READ_SIZE):
+                return True
+            if not chunk:
+                return False
+    finally:
+        for fd in (bfd, dfd):
+            if fd is not None:
+                os.close(fd)
+
+
+def _modified_like_git(key: str, b: "os.DirEntry[str]", d: "os.DirEntry[str]", known: Dict[str, bool]) -> bool:
+    """What `git diff --no-index --diff-filter=M` reports as modified: two regular files with other
+    bytes, or two symlinks with other targets. A file against a symlink is a type change (not
+    counted); a FIFO, socket or device is never read."""
+    if b.is_symlink() or d.is_symlink():
+        return b.is_symlink() and d.is_symlink() and os.readlink(b.path) != os.readlink(d.path)
+    if not (b.is_file(follow_symlinks=False) and d.is_file(follow_symlinks=False)):
+        return False
+    found = known.get(key)
+    return found if found is not None else _contents_differ(b.path, d.path)
+
+
+def text_diff_keys(base: str, diff: str, known: Dict[str, bool]) -> Set[str]:
+    """Keys of the files that differ as text, counted as jit-analyze counts them (§8.4): both whole
+    trees, whatever the extension, `-r` and `--filter`. `known`: keys already compared (bytes)."""
+    if _is_real_dir(base) and _is_real_dir(diff):
+        return {key for key, b, d in _tree_pairs(base, diff, "") if _modified_like_git(key, b, d, known)}
+    if _is_real_dir(base):
+        base = os.path.join(base, os.path.basename(diff))
+    elif _is_real_dir(diff):
+        diff = os.path.join(diff, os.path.basename(base))
+    return {os.path.basename(base)} if _contents_differ(base, diff) else set()
+
+
 # ------------------------------------------------------------------ output files
 
 
@@ -293,20 +395,27 @@ def write_markdown_per_metric(result: AnalysisResult, folder: PathLike) -> List[
     return paths
 
 
-def retain_only_top_files(result: AnalysisResult, base: PathLike, diff: PathLike) -> int:
-    """Delete every listing (both trees) whose key is in no top list; returns the count.
-
-    Only directories compared file by file are touched (not --concat-files or single files).
-    """
-    options = result.options
+def retain_top_files(result: AnalysisResult, metric: str, base: PathLike, diff: PathLike) -> Tuple[int, Set[str]]:
+    """--retain-only-top-files for one metric, as jit-analyze does it after that metric's report
+    (§8.1): every compared file pair not in the metric's top *file* lists is deleted on both sides
+    and counted as 2 (even if an earlier metric deleted it already); unpaired files are never
+    touched. Only folders compared file by file are changed: with single files or --concat-files
+    jit-analyze's paths name nothing, so nothing is deleted (the count is the same).
+    Returns the count and the keys deleted."""
     base, diff = os.fspath(base), os.fspath(diff)
-    if options.concat_files or not (os.path.isdir(base) and os.path.isdir(diff)):
-        return 0
-    keep = result.top_file_keys()
+    per_file = not result.options.concat_files and os.path.isdir(base) and os.path.isdir(diff)
+    keep = result.top_file_keys(metric)
     deleted = 0
-    for root in (base, diff):
-        for key in _list_files(root, options.file_extension, options.file_filter, options.recursive):
-            if key not in keep:
-                os.remove(os.path.join(root, key))
-                deleted += 1
-    return deleted
+    gone: Set[str] = set()
+    for base_key, diff_key in result.file_pairs:
+        if (base_key, diff_key) in keep:
+            continue
+        deleted += 2
+        if per_file:
+            for path in (os.path.join(base, base_key), os.path.join(diff, diff_key)):
+                try:
+                    os.remove(path)
+                except FileNotFoundError:
+                    pass
+            gone.add(base_key)
+    return deleted, gone
