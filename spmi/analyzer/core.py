@@ -9,8 +9,9 @@ import hashlib
 import os
 import re
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Set, Tuple, Union
+from typing import Callable, List, Optional, Set, Tuple, Union
 
 from spmi.analyzer.compare import AnalysisResult, AnalyzeInputError, AnalyzeOptions, AnalyzeUsageError, _Analysis
 from spmi.analyzer.export import Exporter
@@ -30,24 +31,37 @@ _READ_SIZE = 1 << 16
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
+def _name_matcher(extension: str, file_filter: Optional[str]) -> Callable[[str], object]:
+    """Whether a file name matches `<filter or *><ext>` (case-insensitive on Windows, as .NET there)."""
+    flags = re.IGNORECASE if os.name == "nt" else 0
+    return re.compile(fnmatch.translate((file_filter or "*") + extension), flags).match
+
+
 def _list_files(root: str, extension: str, file_filter: Optional[str], recursive: bool) -> List[str]:
     """Keys (paths relative to root) of the regular files matching `<filter or *><ext>`, sorted.
     Anything else with a matching name (a FIFO, a socket, a device) is not a listing and is skipped."""
-    pattern = (file_filter or "*") + extension
-    flags = re.IGNORECASE if os.name == "nt" else 0
-    matcher = re.compile(fnmatch.translate(pattern), flags).match
+    matcher = _name_matcher(extension, file_filter)
     keys: List[str] = []
     pending = [("", root)]
     while pending:
         prefix, folder = pending.pop()
         with os.scandir(folder) as entries:
             for e in entries:
-                if recursive and e.is_dir(follow_symlinks=False):
-                    pending.append((prefix + e.name + os.sep, e.path))
-                elif matcher(e.name) and e.is_file():
-                    keys.append(prefix + e.name)
+                name = e.name
+                if matcher(name) and e.is_file():
+                    keys.append(prefix + name)
+                elif recursive and e.is_dir(follow_symlinks=False):
+                    pending.append((prefix + name + os.sep, e.path))
     keys.sort()
     return keys
+
+
+@dataclass
+class _ComparedPairs:
+    """The file pairs the analysis already compared byte by byte (for the textual-diff count)."""
+
+    compared: Set[str] = field(default_factory=set)  # keys of the pairs compared
+    differing: Set[str] = field(default_factory=set)  # the compared pairs whose bytes differ
 
 
 def _open_regular(path: str) -> Optional[int]:
@@ -182,7 +196,7 @@ def analyze(base: PathLike, diff: PathLike, options: Optional[AnalyzeOptions] = 
     base, diff = os.fspath(base), os.fspath(diff)
     base_kind, diff_kind = _existing_kind(base), _existing_kind(diff)
     run = _Analysis(options, Exporter(options) if options.export else None)
-    known: Dict[str, bool] = {}
+    known = _ComparedPairs()
     try:
         if options.concat_files or (base_kind == "file" and diff_kind == "file"):
             _analyze_as_one_pair(run, base, base_kind, diff, diff_kind, known)
@@ -209,8 +223,8 @@ def _wants_text_diffs(options: AnalyzeOptions) -> bool:
 
 
 def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_kind: str,
-                    known: Dict[str, bool]) -> None:
-    """Files paired by key; `known` gets, per paired key, whether the two files' bytes differ."""
+                    known: _ComparedPairs) -> None:
+    """Files paired by key; `known` gets the paired keys whose two files' bytes differ."""
     options, result = run.options, run.result
     need_text = _wants_text_diffs(options)
     base_root, base_keys = _side_files(base, base_kind, options)
@@ -223,7 +237,7 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
                 result.base_only_files.append(key)
             continue
         try:
-            bfd = _open_listing(base_prefix + key)
+            bfd = os.open(base_prefix + key, _OPEN_FLAGS)  # listed as a regular file just before
             try:
                 bunit, dunit, differ = _pair_units(bfd, dfd, need_text)
             finally:
@@ -231,7 +245,9 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
         finally:
             os.close(dfd)
         if need_text:
-            known[key] = differ
+            known.compared.add(key)
+            if differ:
+                known.differing.add(key)
         run.compare(key, key, bunit, dunit)
     if options.warn:
         if diff_keys is None:
@@ -249,7 +265,7 @@ def _feed_path(unit: _Unit, path: str, starts_input: bool) -> None:
 
 
 def _analyze_as_one_pair(run: _Analysis, base: str, base_kind: str, diff: str, diff_kind: str,
-                         known: Dict[str, bool]) -> None:
+                         known: _ComparedPairs) -> None:
     """Single files on both sides, or --concat-files: one unit per side (no file lists for --warn,
     as jit-analyze)."""
     options = run.options
@@ -270,7 +286,9 @@ def _analyze_as_one_pair(run: _Analysis, base: str, base_kind: str, diff: str, d
                 try:
                     differ = _feed_pair(bunit, bfd, not base_started, dunit, dfd, not diff_started, need_text)
                     if need_text and bkey == dkey:
-                        known[bkey] = differ
+                        known.compared.add(bkey)
+                        if differ:
+                            known.differing.add(bkey)
                 finally:
                     os.close(dfd)
             finally:
@@ -313,26 +331,6 @@ def _is_real_dir(path: str) -> bool:
     return os.path.isdir(path) and not os.path.islink(path)
 
 
-def _tree_pairs(base: str, diff: str, prefix: str) -> Iterator[Tuple[str, "os.DirEntry[str]", "os.DirEntry[str]"]]:
-    """(key, base entry, diff entry) for every name present in both trees, any extension, at any depth."""
-    try:
-        with os.scandir(diff) as entries:
-            others = {e.name: e for e in entries}
-        with os.scandir(base) as entries:
-            mine = list(entries)
-    except OSError:
-        return
-    for entry in mine:
-        other = others.get(entry.name)
-        if other is None:
-            continue
-        base_dir, diff_dir = entry.is_dir(follow_symlinks=False), other.is_dir(follow_symlinks=False)
-        if base_dir and diff_dir:
-            yield from _tree_pairs(entry.path, other.path, prefix + entry.name + os.sep)
-        elif not base_dir and not diff_dir:
-            yield prefix + entry.name, entry, other
-
-
 def _contents_differ(base: str, diff: str) -> bool:
     bfd = _open_regular(base)
     dfd = _open_regular(diff) if bfd is not None else None
@@ -351,23 +349,45 @@ def _contents_differ(base: str, diff: str) -> bool:
                 os.close(fd)
 
 
-def _modified_like_git(key: str, b: "os.DirEntry[str]", d: "os.DirEntry[str]", known: Dict[str, bool]) -> bool:
-    """What `git diff --no-index --diff-filter=M` reports as modified: two regular files with other
-    bytes, or two symlinks with other targets. A file against a symlink is a type change (not
-    counted); a FIFO, socket or device is never read."""
-    if b.is_symlink() or d.is_symlink():
-        return b.is_symlink() and d.is_symlink() and os.readlink(b.path) != os.readlink(d.path)
-    if not (b.is_file(follow_symlinks=False) and d.is_file(follow_symlinks=False)):
-        return False
-    found = known.get(key)
-    return found if found is not None else _contents_differ(b.path, d.path)
+def _modified_in_trees(base: str, diff: str, known: _ComparedPairs) -> Set[str]:
+    """What `git diff --no-index --diff-filter=M <base> <diff>` reports as modified, at any depth and
+    whatever the extension: two regular files with other bytes, or two symlinks with other targets.
+    A file against a symlink or a folder is a type change (not counted); a FIFO, socket or device is
+    never read. Pairs the analysis compared already are not read again."""
+    found: Set[str] = set()
+    pending = [("", base, diff)]
+    while pending:
+        prefix, base_dir, diff_dir = pending.pop()
+        try:
+            with os.scandir(diff_dir) as entries:
+                others = {e.name: e for e in entries}
+            with os.scandir(base_dir) as entries:
+                mine = list(entries)
+        except OSError:
+            continue
+        for b in mine:
+            d = others.get(b.name)
+            if d is None:
+                continue
+            key = prefix + b.name
+            if b.is_file(follow_symlinks=False) and d.is_file(follow_symlinks=False):
+                if key in known.compared:
+                    if key in known.differing:
+                        found.add(key)
+                elif _contents_differ(b.path, d.path):
+                    found.add(key)
+            elif b.is_dir(follow_symlinks=False) and d.is_dir(follow_symlinks=False):
+                pending.append((key + os.sep, b.path, d.path))
+            elif b.is_symlink() and d.is_symlink() and os.readlink(b.path) != os.readlink(d.path):
+                found.add(key)
+    return found
 
 
-def text_diff_keys(base: str, diff: str, known: Dict[str, bool]) -> Set[str]:
+def text_diff_keys(base: str, diff: str, known: _ComparedPairs) -> Set[str]:
     """Keys of the files that differ as text, counted as jit-analyze counts them (§8.4): both whole
-    trees, whatever the extension, `-r` and `--filter`. `known`: keys already compared (bytes)."""
+    trees, whatever the extension, `-r` and `--filter`. `known`: the pairs already compared."""
     if _is_real_dir(base) and _is_real_dir(diff):
-        return {key for key, b, d in _tree_pairs(base, diff, "") if _modified_like_git(key, b, d, known)}
+        return _modified_in_trees(base, diff, known)
     if _is_real_dir(base):
         base = os.path.join(base, os.path.basename(diff))
     elif _is_real_dir(diff):
