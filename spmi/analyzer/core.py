@@ -11,7 +11,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Optional, Set, Tuple, Union
+from typing import Callable, Dict, List, Optional, Set, Tuple, Union
 
 from spmi.analyzer.compare import AnalysisResult, AnalyzeInputError, AnalyzeOptions, AnalyzeUsageError, _Analysis
 from spmi.analyzer.export import Exporter
@@ -62,6 +62,62 @@ class _ComparedPairs:
 
     compared: Set[str] = field(default_factory=set)  # keys of the pairs compared
     differing: Set[str] = field(default_factory=set)  # the compared pairs whose bytes differ
+    trees: Optional["_TwoTrees"] = None  # the walk of both folders, when the pairs came from one
+
+
+@dataclass
+class _TwoTrees:
+    """One walk over a base and a diff folder: both listings and the pairs git would compare."""
+
+    base_keys: List[str] = field(default_factory=list)  # the base listing, sorted (as `_list_files`)
+    diff_keys: Set[str] = field(default_factory=set)  # the diff listing
+    regular_pairs: List[str] = field(default_factory=list)  # keys of a regular file (not a symlink) on both sides
+    links_differ: Set[str] = field(default_factory=set)  # keys of a symlink on both sides, other targets
+
+
+def _entries(folder: Optional[str]) -> Dict[str, "os.DirEntry[str]"]:
+    if folder is None:
+        return {}
+    with os.scandir(folder) as entries:
+        return {e.name: e for e in entries}
+
+
+def _walk_two_trees(base: str, diff: str, matcher: Callable[[str], object], recursive: bool,
+                    whole_trees: bool) -> _TwoTrees:
+    """The listings of both folders (regular files matching `matcher`, in subfolders with `recursive`)
+    and, with `whole_trees`, what `git diff --no-index` pairs at any depth whatever the name."""
+    trees = _TwoTrees()
+    pending: List[Tuple[str, Optional[str], Optional[str]]] = [("", base, diff)]
+    while pending:
+        prefix, base_dir, diff_dir = pending.pop()
+        mine, others = _entries(base_dir), _entries(diff_dir)
+        listed = recursive or not prefix
+        for name, b in mine.items():
+            d = others.get(name)
+            regular = b.is_file(follow_symlinks=False)
+            if listed and matcher(name) and (regular or b.is_file()):
+                trees.base_keys.append(prefix + name)
+            if regular:
+                if d is not None and whole_trees and d.is_file(follow_symlinks=False):
+                    trees.regular_pairs.append(prefix + name)
+            elif b.is_dir(follow_symlinks=False):
+                both = d is not None and d.is_dir(follow_symlinks=False)
+                if both and (whole_trees or recursive):
+                    pending.append((prefix + name + os.sep, b.path, d.path if d is not None else None))
+                elif recursive:
+                    pending.append((prefix + name + os.sep, b.path, None))
+            elif whole_trees and d is not None and b.is_symlink() and d.is_symlink() \
+                    and os.readlink(b.path) != os.readlink(d.path):
+                trees.links_differ.add(prefix + name)
+        for name, d in others.items():
+            if listed and matcher(name) and d.is_file():
+                trees.diff_keys.add(prefix + name)
+            elif recursive and d.is_dir(follow_symlinks=False):
+                twin = mine.get(name)
+                if twin is None or not twin.is_dir(follow_symlinks=False):
+                    pending.append((prefix + name + os.sep, None, d.path))
+    trees.base_keys.sort()
+    return trees
 
 
 def _open_regular(path: str) -> Optional[int]:
@@ -227,11 +283,22 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
     """Files paired by key; `known` gets the paired keys whose two files' bytes differ."""
     options, result = run.options, run.result
     need_text = _wants_text_diffs(options)
-    base_root, base_keys = _side_files(base, base_kind, options)
-    diff_root, diff_keys = _side_files(diff, diff_kind, options) if diff_kind == "file" else (diff, None)
+    listed: Optional[Set[str]] = None  # the diff listing, when known
+    if base_kind == "dir" and diff_kind == "dir":
+        trees = _walk_two_trees(base, diff, _name_matcher(options.file_extension, options.file_filter),
+                                options.recursive, need_text)
+        known.trees = trees
+        base_root, base_keys, diff_root, listed = base, trees.base_keys, diff, trees.diff_keys
+    else:
+        base_root, base_keys = _side_files(base, base_kind, options)
+        diff_root, diff_keys = _side_files(diff, diff_kind, options) if diff_kind == "file" else (diff, None)
+        listed = set(diff_keys) if diff_keys is not None else None
     base_prefix, diff_prefix = os.path.join(base_root, ""), os.path.join(diff_root, "")
     for key in base_keys:
-        dfd = None if diff_keys is not None and key not in diff_keys else _open_regular(diff_prefix + key)
+        if listed is not None:  # listed as regular files just before
+            dfd = os.open(diff_prefix + key, _OPEN_FLAGS) if key in listed else None
+        else:
+            dfd = _open_regular(diff_prefix + key)
         if dfd is None:
             if options.warn:
                 result.base_only_files.append(key)
@@ -250,10 +317,9 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
                 known.differing.add(key)
         run.compare(key, key, bunit, dunit)
     if options.warn:
-        if diff_keys is None:
-            diff_keys = _list_files(diff, options.file_extension, options.file_filter, options.recursive)
-        base_set = set(base_keys)
-        result.diff_only_files = [k for k in diff_keys if k not in base_set]
+        if listed is None:
+            listed = set(_list_files(diff, options.file_extension, options.file_filter, options.recursive))
+        result.diff_only_files = sorted(listed.difference(base_keys))
 
 
 def _feed_path(unit: _Unit, path: str, starts_input: bool) -> None:
@@ -387,7 +453,13 @@ def text_diff_keys(base: str, diff: str, known: _ComparedPairs) -> Set[str]:
     """Keys of the files that differ as text, counted as jit-analyze counts them (§8.4): both whole
     trees, whatever the extension, `-r` and `--filter`. `known`: the pairs already compared."""
     if _is_real_dir(base) and _is_real_dir(diff):
-        return _modified_in_trees(base, diff, known)
+        if known.trees is None:
+            return _modified_in_trees(base, diff, known)
+        compared, differing = known.compared, known.differing
+        return known.trees.links_differ | {
+            key for key in known.trees.regular_pairs
+            if (key in differing if key in compared else _contents_differ(os.path.join(base, key),
+                                                                          os.path.join(diff, key)))}
     if _is_real_dir(base):
         base = os.path.join(base, os.path.basename(diff))
     elif _is_real_dir(diff):
