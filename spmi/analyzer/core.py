@@ -60,7 +60,7 @@ def _list_files(root: str, extension: str, file_filter: Optional[str], recursive
 class _ComparedPairs:
     """The file pairs the analysis already compared byte by byte (for the textual-diff count)."""
 
-    compared: Set[str] = field(default_factory=set)  # keys of the pairs compared
+    compared: Set[str] = field(default_factory=set)  # keys of the pairs compared (--concat-files)
     differing: Set[str] = field(default_factory=set)  # the compared pairs whose bytes differ
     trees: Optional["_TwoTrees"] = None  # the walk of both folders, when the pairs came from one
 
@@ -71,52 +71,59 @@ class _TwoTrees:
 
     base_keys: List[str] = field(default_factory=list)  # the base listing, sorted (as `_list_files`)
     diff_keys: Set[str] = field(default_factory=set)  # the diff listing
-    regular_pairs: List[str] = field(default_factory=list)  # keys of a regular file (not a symlink) on both sides
-    links_differ: Set[str] = field(default_factory=set)  # keys of a symlink on both sides, other targets
+    unlisted_pairs: List[str] = field(default_factory=list)  # regular files on both sides the listing leaves out
+    links: Set[str] = field(default_factory=set)  # listed keys with a symlink on a side (git does not compare bytes)
+    links_differ: Set[str] = field(default_factory=set)  # a symlink on both sides, other targets
 
 
-def _entries(folder: Optional[str]) -> Dict[str, "os.DirEntry[str]"]:
-    if folder is None:
-        return {}
-    with os.scandir(folder) as entries:
-        return {e.name: e for e in entries}
-
-
-def _walk_two_trees(base: str, diff: str, matcher: Callable[[str], object], recursive: bool,
-                    whole_trees: bool) -> _TwoTrees:
+def _walk_two_trees(base: str, diff: str, matcher: Callable[[str], object], recursive: bool) -> _TwoTrees:
     """The listings of both folders (regular files matching `matcher`, in subfolders with `recursive`)
-    and, with `whole_trees`, what `git diff --no-index` pairs at any depth whatever the name."""
+    and what `git diff --no-index` pairs at any depth, whatever the name (for the textual diffs): the
+    pairs of regular files the listing takes are compared by the analysis itself."""
     trees = _TwoTrees()
+    base_keys, diff_keys, unlisted = trees.base_keys, trees.diff_keys, trees.unlisted_pairs
     pending: List[Tuple[str, Optional[str], Optional[str]]] = [("", base, diff)]
     while pending:
         prefix, base_dir, diff_dir = pending.pop()
-        mine, others = _entries(base_dir), _entries(diff_dir)
+        others: Dict[str, "os.DirEntry[str]"] = {}
+        if diff_dir is not None:
+            with os.scandir(diff_dir) as entries:
+                others = {e.name: e for e in entries}
         listed = recursive or not prefix
-        for name, b in mine.items():
-            d = others.get(name)
-            regular = b.is_file(follow_symlinks=False)
-            if listed and matcher(name) and (regular or b.is_file()):
-                trees.base_keys.append(prefix + name)
-            if regular:
-                if d is not None and whole_trees and d.is_file(follow_symlinks=False):
-                    trees.regular_pairs.append(prefix + name)
-            elif b.is_dir(follow_symlinks=False):
-                both = d is not None and d.is_dir(follow_symlinks=False)
-                if both and (whole_trees or recursive):
-                    pending.append((prefix + name + os.sep, b.path, d.path if d is not None else None))
-                elif recursive:
-                    pending.append((prefix + name + os.sep, b.path, None))
-            elif whole_trees and d is not None and b.is_symlink() and d.is_symlink() \
-                    and os.readlink(b.path) != os.readlink(d.path):
-                trees.links_differ.add(prefix + name)
+        base_dirs: Set[str] = set()
+        if base_dir is not None:
+            with os.scandir(base_dir) as entries:
+                for b in entries:
+                    name = b.name
+                    d = others.get(name)
+                    if b.is_file():
+                        taken = listed and matcher(name)
+                        if taken:
+                            base_keys.append(prefix + name)
+                        if d is None:
+                            continue
+                        if not b.is_symlink() and not d.is_symlink():
+                            if not taken and d.is_file():
+                                unlisted.append(prefix + name)
+                            continue
+                        if taken:
+                            trees.links.add(prefix + name)
+                    if b.is_symlink():
+                        if d is not None and d.is_symlink() and os.readlink(b.path) != os.readlink(d.path):
+                            trees.links_differ.add(prefix + name)
+                    elif b.is_dir():
+                        base_dirs.add(name)
+                        if d is not None and d.is_dir() and not d.is_symlink():
+                            pending.append((prefix + name + os.sep, b.path, d.path))
+                        elif recursive:
+                            pending.append((prefix + name + os.sep, b.path, None))
         for name, d in others.items():
-            if listed and matcher(name) and d.is_file():
-                trees.diff_keys.add(prefix + name)
-            elif recursive and d.is_dir(follow_symlinks=False):
-                twin = mine.get(name)
-                if twin is None or not twin.is_dir(follow_symlinks=False):
-                    pending.append((prefix + name + os.sep, None, d.path))
-    trees.base_keys.sort()
+            if d.is_file():
+                if listed and matcher(name):
+                    diff_keys.add(prefix + name)
+            elif recursive and name not in base_dirs and d.is_dir() and not d.is_symlink():
+                pending.append((prefix + name + os.sep, None, d.path))
+    base_keys.sort()
     return trees
 
 
@@ -284,9 +291,9 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
     options, result = run.options, run.result
     need_text = _wants_text_diffs(options)
     listed: Optional[Set[str]] = None  # the diff listing, when known
-    if base_kind == "dir" and diff_kind == "dir":
+    if base_kind == "dir" and diff_kind == "dir" and need_text:
         trees = _walk_two_trees(base, diff, _name_matcher(options.file_extension, options.file_filter),
-                                options.recursive, need_text)
+                                options.recursive)
         known.trees = trees
         base_root, base_keys, diff_root, listed = base, trees.base_keys, diff, trees.diff_keys
     else:
@@ -311,10 +318,8 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
                 os.close(bfd)
         finally:
             os.close(dfd)
-        if need_text:
-            known.compared.add(key)
-            if differ:
-                known.differing.add(key)
+        if differ:
+            known.differing.add(key)
         run.compare(key, key, bunit, dunit)
     if options.warn:
         if listed is None:
@@ -455,11 +460,10 @@ def text_diff_keys(base: str, diff: str, known: _ComparedPairs) -> Set[str]:
     if _is_real_dir(base) and _is_real_dir(diff):
         if known.trees is None:
             return _modified_in_trees(base, diff, known)
-        compared, differing = known.compared, known.differing
-        return known.trees.links_differ | {
-            key for key in known.trees.regular_pairs
-            if (key in differing if key in compared else _contents_differ(os.path.join(base, key),
-                                                                          os.path.join(diff, key)))}
+        trees = known.trees
+        found = (known.differing - trees.links) | trees.links_differ
+        return found | {key for key in trees.unlisted_pairs
+                        if _contents_differ(os.path.join(base, key), os.path.join(diff, key))}
     if _is_real_dir(base):
         base = os.path.join(base, os.path.basename(diff))
     elif _is_real_dir(diff):
