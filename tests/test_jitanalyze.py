@@ -678,7 +678,7 @@ def test_textual_diffs_are_counted_over_the_whole_trees(tmp_path: Path) -> None:
         {"a.dasm": checked_listing("A:a()", 10).replace("G_M1", "G_M9"), "notes.txt": "two", "sub/s.dasm": "y",
          "same.dasm": "s", "f.dasm/inside": "a folder", "dir": "a file"})
     # a.dasm, notes.txt (any extension) and sub/s.dasm (without -r, and whatever --filter says)
-    for extra in ([], ["--filter", "zzz"], ["-r"]):
+    for extra in ([], ["--filter", "zzz"], ["-r"], ["--concat-files"], ["-r", "--file-extension", ".txt"]):
         _, out, _ = cli(["-b", str(base), "-d", str(diff), *extra])
         assert out.startswith("Found 3 files with textual diffs.\n"), extra
     _, out, _ = cli(["-b", str(base), "-d", str(diff), "--count", "0"])
@@ -796,3 +796,8 @@ def test_fifos_named_like_listings_are_not_read(tmp_path: Path) -> None:
     assert "1 total files with Code Size differences (0 improved, 1 regressed), 1 unchanged." in proc.stdout
     assert "Only in base files:\n" + os.path.join("sub", "only_diff_pipe.dasm") + "\n" in proc.stdout
     assert "Only in diff files:\npipe2.dasm\n" in proc.stdout
+    # without the textual-diff walk the diff side is opened by name: a FIFO there is refused, not read
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "jitanalyze.py"), "-r",
+                           "--skip-text-diff", "-b", str(base), "-d", str(diff)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 255 and "1 regressed), 1 unchanged." in proc.stdout and proc.stderr == ""

@@ -1,7 +1,7 @@
 """The text and markdown reports of jitanalyze.py (docs/contracts.md §8.4-§8.6).
 
 Pure functions of an `AnalysisResult`: each metric's report as jit-analyze prints it on
-the console (`render_text`, `render_console`), the `--md` markdown form
+the console (`render_text`), the `--md` markdown form
 (`render_markdown`), the `--warn` lists (`render_warnings`), and the number formatting
 .NET produces for values and percentages.
 """
@@ -216,20 +216,6 @@ def render_text(result: AnalysisResult, metric: str) -> str:
     report's own line end and the console's), then 80 `-` (§8.4)."""
     text = "".join(("" if line is _MARKER else line) + "\n" for line in _report_lines(result, metric))
     return text + "\n" + _SEPARATOR + "\n"
-
-
-def render_console(result: AnalysisResult) -> str:
-    """What jit-analyze prints on stdout for a run without --retain-only-top-files: per metric the
-    textual-diff count (not with --count 0) and the report, then the --warn lists."""
-    options = result.options
-    parts = []
-    for metric in result.summaries:
-        if result.text_diff_keys and not options.skip_text_diff and options.count != 0:
-            parts.append(f"Found {len(result.text_diff_keys)} files with textual diffs.\n")
-        parts.append(render_text(result, metric))
-    if options.warn:
-        parts.append(render_warnings(result))
-    return "".join(parts)
 
 
 def render_markdown(result: AnalysisResult, metrics: Optional[Sequence[str]] = None) -> str:
