@@ -39,7 +39,7 @@ def test_override_form_is_read_from_the_help_text():
     assert steps.override_form_from_help(PER_METRIC_HELP) is steps.OverrideForm.PER_METRIC
     assert steps.override_form_from_help("Usage: jit-analyze --base --diff") is steps.OverrideForm.NONE
     from spmi.analyzer import cli
-    built_in = cli.build_parser().format_help()
+    built_in = cli.help_text()
     assert steps.override_form_from_help(built_in) is steps.OverrideForm.PER_METRIC
 
 

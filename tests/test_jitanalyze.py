@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spmi.analyzer import cli as analyzer_cli  # noqa: E402
-from spmi.analyzer import compare, core, render, scan
+from spmi.analyzer import cmdline, compare, core, render, scan
 
 DATA = Path(__file__).resolve().parent / "data"
 DASM = DATA / "dasm"
@@ -194,7 +194,7 @@ def test_large_files_are_streamed_with_same_results(tmp_path: Path, monkeypatch:
     streamed = core.analyze(tmp_path / "base", tmp_path / "diff")
     assert streams, "no file was read in chunks"
     assert streamed == expected
-    assert streamed.text_diff_files == 1 and streamed.summaries["CodeSize"].delta_total == 1
+    assert streamed.text_diff_keys == {"a.dasm"} and streamed.summaries["CodeSize"].delta_total == 1
 
 
 def test_identical_files_are_parsed_once_with_the_same_results(tmp_path: Path,
@@ -207,10 +207,10 @@ def test_identical_files_are_parsed_once_with_the_same_results(tmp_path: Path,
     feed = scan._Unit.feed
     monkeypatch.setattr(scan._Unit, "feed", lambda unit, data, starts: feeds.append(1) or feed(unit, data, starts))
     same = core.analyze(base, write_tree(tmp_path / "same", files))
-    assert len(feeds) == 3 and same.text_diff_files == 0
+    assert len(feeds) == 3 and same.text_diff_keys == set()
     touched = core.analyze(base, write_tree(tmp_path / "touched", {k: v + "\n" for k, v in files.items()}))
-    assert len(feeds) == 3 + 6 and touched.text_diff_files == 3  # other bytes, the same listings
-    touched.text_diff_files = 0
+    assert len(feeds) == 3 + 6 and touched.text_diff_keys == {"a.dasm", "b.dasm", "c.dasm"}  # other bytes
+    touched.text_diff_keys = set()
     assert same == touched
 
 
@@ -235,8 +235,12 @@ def test_percentages_and_two_decimals() -> None:
     assert render.format_percent_current(1 / 32) == "3.13%" and render.format_percent_current(-1 / 32) == "-3.13%"
     assert render.format_fixed2(0.125) == "0.13" and render.format_fixed2(2.675) == "2.67"
     assert render.format_fixed2(-364.5800000000004) == "-364.58" and render.format_fixed2(-0.001) == "-0.00"
-    assert render.format_percent_current(float("inf")) == "\u221e"
+    # invariant-culture symbols everywhere, never the en-US "∞"
+    assert render.format_percent_current(float("inf")) == "Infinity"
+    assert render.format_percent_current(float("-inf")) == "-Infinity"
     assert render.format_percent_invariant(float("inf")) == "Infinity"
+    assert render.format_percent_invariant(float("nan")) == "NaN" and render.format_fixed2(float("nan")) == "NaN"
+    assert render.format_round_trip(float("-inf")) == "-Infinity"
 
 
 def test_collation_puts_punctuation_before_letters_and_lower_case_first() -> None:
@@ -274,7 +278,7 @@ def test_golden_markdown_2021_one_collection(tmp_path: Path) -> None:
     assert (code, err) == (-1, "")
     assert out.startswith("Found 5 files with textual diffs.\n\nSummary of Code Size diffs:\n")
     assert "    relative diff is an improvement.\n\n\nTop file improvements (bytes):\n" in out
-    assert out.endswith("0 unchanged.\n" + "-" * 80 + "\n")
+    assert out.endswith("0 unchanged.\n\n" + "-" * 80 + "\n")  # the report's line end, then the console's
 
 
 SAMPLE_A_FILES = [("210037", 79321, -7637), ("210048", 34334, -7490), ("210040", 38916, -7007),
@@ -350,13 +354,13 @@ def test_reconciliation_and_method_lists(tmp_path: Path) -> None:
             "Top file improvements (bytes):\n         -28 : 1.dasm (-21.54% of base)\n") in text
     # a diff-only method has base 0 (percentage infinity) and no instances on the base side
     assert ("\nTop method regressions (bytes):\n"
-            "          12 (     \u221e of base) : 1.dasm - A:new() (0 base, 1 diff methods)\n"
+            "          12 (Infinity of base) : 1.dasm - A:new() (0 base, 1 diff methods)\n"
             "          10 (20.00% of base) : 2.dasm - B:b()\n") in text
     assert ("\nTop method improvements (percentages):\n"
             "         -30 (-100.00% of base) : 1.dasm - A:gone() (1 base, 0 diff methods)\n"
             "         -10 (-10.00% of base) : 1.dasm - A:a()\n") in text
     assert "Total relative delta: 0.10\n    diff is an improvement.\n    relative diff is a regression.\n" in text
-    assert text.endswith("4 total methods with Code Size differences (2 improved, 2 regressed), -1 unchanged.\n"
+    assert text.endswith("4 total methods with Code Size differences (2 improved, 2 regressed), -1 unchanged.\n\n"
                          + "-" * 80 + "\n")
 
     no_rec = core.analyze(base, diff, compare.AnalyzeOptions(reconcile=False))
@@ -372,10 +376,10 @@ def test_options_shape_the_text(tmp_path: Path) -> None:
     text = render.render_text(core.analyze(base, diff, opts), "CodeSize")
     assert text == ("\nmy note\n\nSummary of Code Size diffs: (using filter 'a*')\n(Lower is better)\n\n"
                     "Total bytes of base: 100\nTotal bytes of diff: 99\nTotal bytes of delta: -1 (-1.00 % of base)\n"
-                    "Total relative delta: -0.01\n    diff is an improvement.\n    relative diff is an improvement.\n\n"
+                    "Total relative delta: -0.01\n    diff is an improvement.\n    relative diff is an improvement.\n\n\n"
                     + "-" * 80 + "\n")
     diffs_only = render.render_text(core.analyze(base, diff, compare.AnalyzeOptions(is_diffs_only=True)), "CodeSize")
-    assert diffs_only.endswith("\n1 total methods with Code Size differences (1 improved, 0 regressed).\n"
+    assert diffs_only.endswith("\n1 total methods with Code Size differences (1 improved, 0 regressed).\n\n"
                                + "-" * 80 + "\n")
     subset = render.render_text(core.analyze(base, diff, compare.AnalyzeOptions(is_subset_of_diffs=True)), "CodeSize")
     assert "total methods" not in subset and "1 total files with Code Size differences" in subset
@@ -434,10 +438,15 @@ def test_text_diffs_warn_and_retain_only_top_files(tmp_path: Path) -> None:
                    "only_base.dasm": same, "notes.txt": "x"},
         {"1.dasm": checked_listing("A:a()", 11), "2.dasm": same, "3.dasm": same, "only_diff.dasm": same})
     code, out, _ = cli(["-b", str(base), "-d", str(diff), "-w", "--retain-only-top-files"])
-    assert out.count("Found 2 files with textual diffs.") == 1
-    assert "Only in base files:\nonly_base.dasm\n" in out and "Only in diff files:\nonly_diff.dasm\n" in out
-    assert out.endswith("Deleted 6 .dasm files.\n") and code == -1
-    assert sorted(os.listdir(base)) == ["1.dasm", "notes.txt"] and sorted(os.listdir(diff)) == ["1.dasm"]
+    # per metric: the count, then the deletions (before the report, as jit-analyze prints them)
+    assert out.startswith("Found 2 files with textual diffs.\nDeleted 4 .dasm files.\n\nSummary of Code Size")
+    # the --warn lists come after the report, in jit-analyze's layout
+    assert out.endswith("-" * 80 + "\nWarning: 1 files in base but not in diff.\n\nOnly in base files:\n"
+                        "only_base.dasm\nWarning: 1 files in diff but not in base.\n\nOnly in diff files:\n"
+                        "only_diff.dasm\n") and code == -1
+    # only the pairs outside the top file lists go; unpaired files and other extensions stay
+    assert sorted(os.listdir(base)) == ["1.dasm", "notes.txt", "only_base.dasm"]
+    assert sorted(os.listdir(diff)) == ["1.dasm", "only_diff.dasm"]
 
 
 def test_recursive_keys_and_single_files(tmp_path: Path) -> None:
@@ -464,11 +473,8 @@ def test_cli_validation_errors_go_to_stderr_with_exit_1(tmp_path: Path) -> None:
     code, _, err = cli(["-b", str(tmp_path), "-d", str(tmp_path), "--override-total-base-metric", "5"])
     assert (code, err) == (1, "Error: override-total-base-metric and override-total-diff-metric must either both "
                               "be specified or both not be specified\n")
-    code, _, err = cli(["-b", str(tmp_path), "-d", str(tmp_path), "--override-total-base-metric", "five",
-                        "--override-total-diff-metric", "6"])
-    assert code == 1 and err.startswith("Error: Invalid value 'five'")
-    code, _, err = cli(["-b", str(tmp_path), "-d", str(tmp_path), "--bogus"])
-    assert code == 1 and err == "Error: unrecognized arguments: --bogus\n"
+    code, _, err = cli(["-b", str(tmp_path), "-d", str(tmp_path), "-c", "-1"])
+    assert (code, err) == (1, "Error: Count (--count) must not be negative\n")
 
 
 def test_cli_missing_input_prints_error_on_stdout_and_exits_0(tmp_path: Path) -> None:
@@ -478,8 +484,11 @@ def test_cli_missing_input_prints_error_on_stdout_and_exits_0(tmp_path: Path) ->
 
 
 def test_cli_help_mentions_extensions_and_exit_code() -> None:
-    code, out, _ = cli(["--help"])
-    assert code == 0 and "--md-per-metric" in out and "Exit code" in out and "release JIT" in out
+    for flag in ("--help", "-h", "-?"):
+        code, out, err = cli([flag])
+        assert (code, err) == (0, "") and out.startswith("Description:\n") and "Exit code" in out
+    assert "[suite extension] Also write <dir>/<Metric>.md" in out and "release-JIT listings" in out
+    assert "a comma list is a suite extension" in out and "<metric>,<value> or <metric>=<value>" in out
 
 
 def test_no_diffs_exit_code_zero(tmp_path: Path) -> None:
@@ -491,3 +500,304 @@ def test_no_diffs_exit_code_zero(tmp_path: Path) -> None:
     md = (tmp_path / "s.md").read_text(encoding="utf-8")
     assert md.endswith("1 unchanged.\n\n0 total methods with Code Size differences (0 improved, 0 regressed), "
                        "1 unchanged.\n\n```\n\n</details>\n\n" + "-" * 80 + "\n\n")
+
+
+# ------------------------------------------------------------------ drop-in for jit-analyze: command line
+# System.CommandLine 2.0 forms (docs/contracts.md §8.1); the expected texts are jit-analyze's own.
+
+HELP_START = "Description:\n"
+
+
+def two_file_trees(tmp_path: Path) -> Tuple[Path, Path]:
+    return build_pair(tmp_path, {"a.dasm": checked_listing("A:a()", 100), "b.dasm": checked_listing("B:b()", 7)},
+                      {"a.dasm": checked_listing("A:a()", 90), "b.dasm": checked_listing("B:b()", 7)})
+
+
+def test_parser_option_forms_give_the_same_values() -> None:
+    specs = analyzer_cli.SPECS
+    no_files = lambda path: (_ for _ in ()).throw(FileNotFoundError(path))  # noqa: E731
+    canonical = cmdline.parse(["--base", "B", "--diff", "D", "--count", "5", "--recursive", "--warn"], specs, no_files)
+    for argv in (["--base=B", "--diff:D", "-c5", "-rw"], ["-b:B", "-d=D", "-c", "5", "-r", "-w"],
+                 ["-b", "B", "-d", "D", "-rwc5"], ["-b", "B", "-d", "D", "-rwc:5"],
+                 ["-bB", "-dD", "-c=5", "-r", "true", "--warn=True"]):
+        parsed = cmdline.parse(argv, specs, no_files)
+        assert parsed.errors == [], argv
+        assert (parsed.last("--base"), parsed.last("--diff"), parsed.last("--count")) == ("B", "D", "5"), argv
+        assert parsed.flag("--recursive") and parsed.flag("--warn"), argv
+    assert canonical.errors == [] and canonical.flag("--recursive")
+    # a bool option takes `true`/`false` only: anything else is the next argument
+    parsed = cmdline.parse(["-r", "false", "--warn:false", "-b", "B"], specs, no_files)
+    assert not parsed.flag("--recursive") and not parsed.flag("--warn") and parsed.errors == []
+    assert cmdline.parse(["-r", "maybe"], specs, no_files).errors == ["Unrecognized command or argument 'maybe'."]
+    # a value option takes the next token whatever it looks like; one value per token
+    assert cmdline.parse(["--note", "--diff"], specs, no_files).last("--note") == "--diff"
+    assert cmdline.parse(["--note", "-rw"], specs, no_files).last("--note") == "-rw"
+    assert cmdline.parse(["-c", "-1"], specs, no_files).last("--count") == "-1"
+    assert cmdline.parse(["-m", "A", "B"], specs, no_files).errors == ["Unrecognized command or argument 'B'."]
+    assert cmdline.parse(["-m", "A", "-m", "B"], specs, no_files).values["--metrics"] == ["A", "B"]
+    # `--` ends the options: what follows is a stray argument
+    assert cmdline.parse(["-r", "--", "-w"], specs, no_files).errors == ["Unrecognized command or argument '-w'."]
+    assert cmdline.parse(["--base", "--"], specs, no_files).errors == ["Required argument missing for option: '--base'."]
+    assert cmdline.parse(["-x"], specs, no_files).errors == ["Unrecognized command or argument '-x'."]
+    assert cmdline.parse(["-rx"], specs, no_files).errors == ["Unrecognized command or argument 'x'."]
+    assert cmdline.parse(["-c", "five"], specs, no_files).errors == [
+        "Cannot parse argument 'five' for option '--count' as expected type 'System.Int32'."]
+
+
+def test_response_files_are_read_as_arguments(tmp_path: Path) -> None:
+    rsp = tmp_path / "args.rsp"
+    nested = tmp_path / "more.rsp"
+    nested.write_text("--note \"two words\"\n", encoding="utf-8")
+    rsp.write_text(f"# a comment line\n  -b B -d D\n\n-c 3\n@{nested}\n", encoding="utf-8")
+    parsed = cmdline.parse([f"@{rsp}", "-r"], analyzer_cli.SPECS, lambda p: Path(p).read_text(encoding="utf-8"))
+    assert parsed.errors == [] and parsed.last("--note") == "two words" and parsed.last("--count") == "3"
+    assert (parsed.last("--base"), parsed.last("--diff"), parsed.flag("--recursive")) == ("B", "D", True)
+    assert cmdline.split_response_line('-b "C:\\\\my dir" x') == ["-b", "C:\\\\my dir", "x"]
+
+
+def test_every_option_form_gives_the_same_report(tmp_path: Path) -> None:
+    base, diff = two_file_trees(tmp_path)
+    expected = cli(["--base", str(base), "--diff", str(diff), "--count", "5", "--recursive"])
+    rsp = tmp_path / "a.rsp"
+    rsp.write_text(f"--base {base}\n--diff {diff}\n", encoding="utf-8")
+    for argv in ([f"--base={base}", f"--diff={diff}", "-c5", "-r"], [f"--base:{base}", f"-d:{diff}", "-rc5"],
+                 [f"@{rsp}", "-c", "5", "-r", "true"], ["-b", str(base), "-d", str(diff), "-c5", "-r", "--"]):
+        assert cli(argv) == expected, argv
+    assert expected[0] == -1 and "Top file improvements (bytes):\n         -10 : a.dasm" in expected[1]
+
+
+def test_unknown_option_prints_jit_analyze_texts_and_help(tmp_path: Path) -> None:
+    base, diff = two_file_trees(tmp_path)
+    code, out, err = cli(["-b", str(base), "-d", str(diff), "--bogus"])
+    assert (code, err) == (1, "Unrecognized command or argument '--bogus'.\n\n")
+    assert out.startswith("\n" + HELP_START)  # no close option to suggest: the empty line, then the help
+    code, out, err = cli(["-b", str(base), "-d", str(diff), "--bse"])
+    assert code == 1 and err == "Unrecognized command or argument '--bse'.\n\n"
+    assert out.startswith("'--bse' was not matched. Did you mean one of the following?\n--base\n\n" + HELP_START)
+    code, out, err = cli(["-b", str(base), "-d", str(diff), "--override-total-base-metric", "five",
+                          "--override-total-diff-metric", "6"])
+    assert (code, err) == (1, "Cannot parse argument 'five' for option '--override-total-base-metric' as expected "
+                              "type 'System.Double'.\n\n")
+    assert out.startswith("\n" + HELP_START)
+    code, out, err = cli(["-b", str(base), "-d"])
+    assert (code, err) == (1, "Required argument missing for option: '--diff'.\n\n")
+    code, _, err = cli(["@" + str(tmp_path / "missing.rsp")])
+    assert code == 1 and err.startswith(f"Response file not found '{tmp_path / 'missing.rsp'}'.\n")
+
+
+def test_version_and_number_styles_of_the_overrides(tmp_path: Path) -> None:
+    assert cli(["--version"]) == (0, analyzer_cli.VERSION + "\n", "")
+    code, _, err = cli(["--version", "-r"])
+    assert code == 1 and "--version option cannot be combined with other arguments." in err
+    base, diff = two_file_trees(tmp_path)
+    # the released tool parses the bare number with NumberStyles.Any: group separators are allowed
+    code, out, _ = cli(["-b", str(base), "-d", str(diff), "--override-total-base-metric", "86,033,549",
+                        "--override-total-diff-metric", " 86033339 "])
+    assert "Total bytes of base: 86033549 (overridden on cmd)\nTotal bytes of diff: 86033339 (overridden on cmd)\n" \
+           "Total bytes of delta: -210 (-0.00 % of base)\n" in out
+    assert analyzer_cli.parse_double_any("(1,5)") == -15 and analyzer_cli.parse_double_any("1e3") == 1000
+    assert analyzer_cli.parse_double_any("-Infinity") == float("-inf") and analyzer_cli.parse_double_any("1.2.3") is None
+
+
+# ------------------------------------------------------------------ drop-in for jit-analyze: report text
+
+
+def test_exact_console_output_with_the_empty_line_before_each_separator(tmp_path: Path) -> None:
+    base, diff = two_file_trees(tmp_path)
+    code, out, err = cli(["-b", str(base), "-d", str(diff), "-m", "CodeSize", "-m", "InstrCount"])
+    report_code_size = (
+        "Found 1 files with textual diffs.\n"
+        "\nSummary of Code Size diffs:\n(Lower is better)\n\n"
+        "Total bytes of base: 107\nTotal bytes of diff: 97\nTotal bytes of delta: -10 (-9.35 % of base)\n"
+        "Total relative delta: -0.10\n    diff is an improvement.\n    relative diff is an improvement.\n"
+        "\n"  # the marker line
+        "\nTop file improvements (bytes):\n         -10 : a.dasm (-10.00% of base)\n"
+        "\n1 total files with Code Size differences (1 improved, 0 regressed), 1 unchanged.\n"
+        "\nTop method improvements (bytes):\n         -10 (-10.00% of base) : a.dasm - A:a()\n"
+        "\nTop method improvements (percentages):\n         -10 (-10.00% of base) : a.dasm - A:a()\n"
+        "\n1 total methods with Code Size differences (1 improved, 0 regressed), 1 unchanged.\n"
+        "\n" + "-" * 80 + "\n")
+    report_instr = (
+        "Found 1 files with textual diffs.\n"
+        "\nSummary of Instruction Count diffs:\n(Lower is better)\n\n"
+        "Total Instructions of base: 20\nTotal Instructions of diff: 20\nTotal Instructions of delta: 0 (0.00 % of base)\n"
+        "\n"
+        "\n0 total files with Instruction Count differences (0 improved, 0 regressed), 2 unchanged.\n"
+        "\n0 total methods with Instruction Count differences (0 improved, 0 regressed), 2 unchanged.\n"
+        "\n" + "-" * 80 + "\n")
+    assert (code, err) == (-1, "") and out == report_code_size + report_instr
+
+
+def test_infinity_and_nan_print_as_the_invariant_culture_does(tmp_path: Path) -> None:
+    base, diff = build_pair(tmp_path, {"x.dasm": checked_listing("A:a()", 10, prolog=0) + checked_listing("B:b()", 8)},
+                            {"x.dasm": checked_listing("A:a()", 10, prolog=2) + checked_listing("B:b()", 8)})
+    code, out, _ = cli(["-b", str(base), "-d", str(diff), "-m", "PrologSize", "--skip-text-diff"])
+    assert ("Total bytes of base: 4\nTotal bytes of diff: 6\nTotal bytes of delta: 2 (50.00 % of base)\n"
+            "Total relative delta: Infinity\n    diff is a regression.\n    relative diff is a regression.\n") in out
+    assert "\nTop method regressions (bytes):\n           2 (Infinity of base) : x.dasm - A:a()\n" in out
+    assert "\u221e" not in out and code == -1
+    # 0 -> 0 gives 0/0: NaN, which is not 0 and not below 0 (a regression), as in jit-analyze
+    same = {"x.dasm": checked_listing("A:a()", 10, prolog=0) + checked_listing("B:b()", 8)}
+    base, diff = build_pair(tmp_path / "nan", same, same)
+    _, out, _ = cli(["-b", str(base), "-d", str(diff), "-m", "PrologSize"])
+    assert "Total relative delta: NaN\n    relative diff is a regression.\n" in out
+
+
+def test_reconciliation_values_use_the_metric_format(tmp_path: Path) -> None:
+    base, diff = build_pair(tmp_path, {"x.dasm": checked_listing("A:a()", 10, perf="5.00")},
+                            {"x.dasm": checked_listing("A:a()", 10, perf="5.00")
+                             + checked_listing("N:new()", 20, perf="190.50")})
+    _, out, _ = cli(["-b", str(base), "-d", str(diff), "-m", "PerfScore"])
+    assert ("\nTotal PerfScoreUnit diff includes 190.5 PerfScoreUnits from reconciling methods\n"
+            "\tBase had    0 unique methods,     0.00 unique PerfScoreUnits\n"
+            "\tDiff had    1 unique methods,   190.50 unique PerfScoreUnits\n") in out
+
+
+def test_warn_lists_follow_all_reports_in_jit_analyze_layout(tmp_path: Path) -> None:
+    base, diff = build_pair(
+        tmp_path, {"1.dasm": checked_listing("A:a()", 10) + checked_listing("A:gone()", 5), "b.dasm": "x"},
+        {"1.dasm": checked_listing("A:a()", 10) + checked_listing("A:new()", 6) + checked_listing("A:new2()", 1),
+         "d.dasm": "y", "e.dasm": "z"})
+    _, out, _ = cli(["-b", str(base), "-d", str(diff), "-w", "-m", "CodeSize", "-m", "PerfScore", "--skip-text-diff"])
+    assert out.count("-" * 80) == 2
+    assert out.split("-" * 80 + "\n")[-1] == (
+        "Warning: 1 files in base but not in diff.\n\nOnly in base files:\nb.dasm\n"
+        "Warning: 2 files in diff but not in base.\n\nOnly in diff files:\nd.dasm\ne.dasm\n"
+        "Mismatched methods in 1.dasm\nBase:\n    A:gone()\nDiff:\n    A:new()\n    A:new2()\n")
+    # one pair of files: no file lists (as jit-analyze)
+    _, out, _ = cli(["-b", str(base / "1.dasm"), "-d", str(diff / "1.dasm"), "-w"])
+    assert out.split("-" * 80 + "\n")[-1] == "Mismatched methods in 1.dasm\nBase:\n    A:gone()\nDiff:\n" \
+                                              "    A:new()\n    A:new2()\n"
+
+
+def test_textual_diffs_are_counted_over_the_whole_trees(tmp_path: Path) -> None:
+    base, diff = build_pair(
+        tmp_path,
+        {"a.dasm": checked_listing("A:a()", 10), "notes.txt": "one", "sub/s.dasm": "x", "same.dasm": "s",
+         "only.txt": "o", "f.dasm": "file", "dir/x.dasm": "dir"},
+        {"a.dasm": checked_listing("A:a()", 10).replace("G_M1", "G_M9"), "notes.txt": "two", "sub/s.dasm": "y",
+         "same.dasm": "s", "f.dasm/inside": "a folder", "dir": "a file"})
+    # a.dasm, notes.txt (any extension) and sub/s.dasm (without -r, and whatever --filter says)
+    for extra in ([], ["--filter", "zzz"], ["-r"], ["--concat-files"], ["-r", "--file-extension", ".txt"]):
+        _, out, _ = cli(["-b", str(base), "-d", str(diff), *extra])
+        assert out.startswith("Found 3 files with textual diffs.\n"), extra
+    _, out, _ = cli(["-b", str(base), "-d", str(diff), "--count", "0"])
+    assert "Found" not in out and out.startswith("\nSummary of Code Size diffs:")
+    _, out, _ = cli(["-b", str(base), "-d", str(diff), "--skip-text-diff"])
+    assert "Found" not in out
+    if hasattr(os, "symlink"):
+        os.symlink("t1", base / "link.dasm")
+        os.symlink("t2", diff / "link.dasm")
+        os.symlink("t1", base / "l2")
+        os.symlink("t1", diff / "l2")
+        _, out, _ = cli(["-b", str(base), "-d", str(diff)])
+        assert out.startswith("Found 4 files with textual diffs.\n")  # links compare by target, as git does
+
+
+def test_retain_only_top_files_keeps_each_metric_top_file_lists(tmp_path: Path) -> None:
+    base_files, diff_files = {}, {}
+    for i in range(4):  # code size: 3.dasm changes most; perf score: 0.dasm changes most
+        base_files[f"{i}.dasm"] = checked_listing(f"M{i}:m()", 100, perf="10.00")
+        diff_files[f"{i}.dasm"] = checked_listing(f"M{i}:m()", 100 + i, perf="%.2f" % (20 - i))
+    base_files["only_base.dasm"] = checked_listing("O:o()", 1)
+    base, diff = build_pair(tmp_path, base_files, diff_files)
+    code, out, _ = cli(["-b", str(base), "-d", str(diff), "-c", "1", "--retain-only-top-files",
+                        "-m", "CodeSize", "-m", "PerfScore"])
+    reports = out.split("-" * 80 + "\n")
+    # CodeSize keeps 3.dasm and deletes the other 3 pairs; PerfScore keeps 0.dasm (already deleted: the
+    # count is jit-analyze's, 2 per pair outside the lists); the textual-diff count follows the deletions
+    assert reports[0].startswith("Found 4 files with textual diffs.\nDeleted 6 .dasm files.\n\nSummary of Code Size")
+    assert reports[1].startswith("Found 1 files with textual diffs.\nDeleted 6 .dasm files.\n\nSummary of Perf Score")
+    assert sorted(os.listdir(base)) == ["only_base.dasm"] and os.listdir(diff) == []
+    # --count 0 prints only the totals and deletes nothing
+    base, diff = build_pair(tmp_path / "zero", base_files, diff_files)
+    _, out, _ = cli(["-b", str(base), "-d", str(diff), "-c", "0", "--retain-only-top-files"])
+    assert "Deleted" not in out and len(os.listdir(base)) == 5
+
+
+def test_tsv_has_jit_analyze_columns_and_json_the_changed_files(tmp_path: Path) -> None:
+    base, diff = build_pair(tmp_path, {"x.dasm": checked_listing("A:a()", 10, perf="2.50", alloc=12)
+                                       + checked_listing("A:gone()", 4)},
+                            {"x.dasm": checked_listing("A:a()", 12, perf="2.50", alloc=12),
+                             "y.dasm": checked_listing("Y:y()", 1)})
+    tsv, js = tmp_path / "out.tsv", tmp_path / "out.json"
+    code, _, _ = cli(["-b", str(base), "-d", str(diff), "--tsv", str(tsv), "--json", str(js)])
+    header = "File\tMethod" + "".join(f"\tBase {m}\tDiff {m}\tDelta {m}\tPercentage {m}" for m in scan.METRICS)
+    lines = tsv.read_text(encoding="utf-8").split("\n")
+    assert lines[0] == header and lines[-1] == "" and len(lines) == 4
+    assert lines[1].startswith("x.dasm\tA:a()\t10\t12\t2\t0.2\t4\t4\t0\t0\t2.5\t2.5\t0\t0\t10\t10\t0\t0\t"
+                               "12\t12\t0\t0\t2\t0\t-2\t-1\t")
+    assert lines[2].startswith("x.dasm\tA:gone()\t4\t0\t-4\t-1\t4\t0\t-4\t-1\t1\t0\t-1\t-1\t")  # reconciled
+    assert lines[1].endswith("\t") and lines[1].count("\t") == 2 + 4 * len(scan.METRICS)
+    import json as json_module
+    files = json_module.loads(js.read_text(encoding="utf-8"))
+    assert [(f["baseName"], f["deltaMetrics"]["CodeSize"], f["methodsOnlyInBase"]) for f in files] == \
+        [("x.dasm", -2, ["A:gone()"])]
+    assert code == -1
+
+
+# ------------------------------------------------------------------ 2026 release footers, FIFOs
+
+RELEASE_2026 = ("; Assembly listing for method {name} (Tier1)\n; Emitting BLENDED_CODE for generic ARM64 on Unix\n"
+                "; Tier1 code\n; optimized code\n; fp based frame\n; partially interruptible\n\n"
+                "G_M000_IG01:        ;; offset=0x0000\n            ret     lr\n \n"
+                "; Total bytes of code {code} for method {name} (Tier1)\n\n")
+
+
+def test_2026_release_footer_counts_for_code_size_only(tmp_path: Path) -> None:
+    methods = scan.parse_dasm_text(RELEASE_2026.format(name="A:a()", code=24))
+    m = methods["A:a() (Tier1)"]
+    assert (m.code_size, m.instances, m.code_size_only) == (24, 0, True)
+    assert m.value("CodeSize") == 24 and m.value("PerfScore") is None and m.value("ExtraAllocBytes") is None
+    base, diff = build_pair(tmp_path, {"1.dasm": RELEASE_2026.format(name="A:a()", code=24),
+                                       "2.dasm": RELEASE_2026.format(name="B:b()", code=8)},
+                            {"1.dasm": RELEASE_2026.format(name="A:a()", code=20),
+                             "2.dasm": RELEASE_2026.format(name="B:b()", code=8)})
+    code, out, _ = cli(["-b", str(base), "-d", str(diff), "-m", "CodeSize", "-m", "ExtraAllocBytes", "--skip-text-diff"])
+    code_size, extra = out.split("-" * 80 + "\n")[:2]
+    assert "Total bytes of base: 32\nTotal bytes of diff: 28\nTotal bytes of delta: -4 (-12.50 % of base)\n" in code_size
+    assert "         -4 (-16.67% of base) : 1.dasm - A:a() (Tier1)\n" in code_size
+    assert "No metrics" not in code_size and "No Code Size" not in code_size
+    # no negative ExtraAllocBytes: the methods are left out of that metric, and the report says why
+    assert ("(Lower is better)\n\nNo Extra Allocation Size: 2 method(s) from release JIT listings (their footer "
+            "gives only the code size); use a checked JIT.\nWarning: the base metric is 0, the diff metric is 0, "
+            "have you used a release version?\n") in extra
+    assert "0 total methods with Extra Allocation Size differences (0 improved, 0 regressed), 0 unchanged." in extra
+    assert code == -1
+
+
+def test_2026_release_footers_next_to_checked_listings(tmp_path: Path) -> None:
+    base, diff = build_pair(tmp_path, {"1.dasm": RELEASE_2026.format(name="A:a()", code=24),
+                                       "2.dasm": checked_listing("C:c()", 10, perf="4.00")},
+                            {"1.dasm": RELEASE_2026.format(name="A:a()", code=20),
+                             "2.dasm": checked_listing("C:c()", 10, perf="3.00")})
+    result = core.analyze(base, diff, compare.AnalyzeOptions(metrics=["PerfScore", "CodeSize"]))
+    perf, size = result.summaries["PerfScore"], result.summaries["CodeSize"]
+    assert (perf.base_total, perf.diff_total, perf.unavailable_methods, perf.paired_methods) == (4.0, 3.0, 1, 1)
+    assert (size.base_total, size.diff_total, size.paired_methods) == (34, 30, 2)
+
+
+def test_fifos_named_like_listings_are_not_read(tmp_path: Path) -> None:
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    base, diff = build_pair(tmp_path, {"a.dasm": checked_listing("A:a()", 10), "sub/b.dasm": checked_listing("B:b()", 3)},
+                            {"a.dasm": checked_listing("A:a()", 11), "sub/b.dasm": checked_listing("B:b()", 3)})
+    os.mkfifo(base / "sub" / "pipe.dasm")
+    os.mkfifo(diff / "sub" / "pipe.dasm")
+    os.mkfifo(base / "pipe2.dasm")
+    (diff / "pipe2.dasm").write_text(checked_listing("P:p()", 1), encoding="utf-8")
+    os.mkfifo(diff / "sub" / "only_diff_pipe.dasm")
+    (base / "sub" / "only_diff_pipe.dasm").write_text(checked_listing("Q:q()", 1), encoding="utf-8")
+    import subprocess
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "jitanalyze.py"), "-r", "-w",
+                           "-b", str(base), "-d", str(diff)], capture_output=True, text=True, timeout=60)
+    assert proc.stderr == "" and proc.returncode == 255
+    assert proc.stdout.startswith("Found 1 files with textual diffs.\n")
+    assert "1 total files with Code Size differences (0 improved, 1 regressed), 1 unchanged." in proc.stdout
+    assert "Only in base files:\n" + os.path.join("sub", "only_diff_pipe.dasm") + "\n" in proc.stdout
+    assert "Only in diff files:\npipe2.dasm\n" in proc.stdout
+    # without the textual-diff walk the diff side is opened by name: a FIFO there is refused, not read
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "jitanalyze.py"), "-r",
+                           "--skip-text-diff", "-b", str(base), "-d", str(diff)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 255 and "1 regressed), 1 unchanged." in proc.stdout and proc.stderr == ""

@@ -83,7 +83,7 @@ def test_replay_refuses_bad_numbers_before_starting(sample_toolchain: Path, tmp_
     ("superpmi.py", ["asmdiffs", "--timeout", "-1"], "argument --timeout: '-1' must be greater than 0"),
     ("superpmi_asmdiffs_setup.py", ["-product_directory", "p", "-payload_directory", "q", "-parallelism", "0"],
      "argument -jobs/-parallelism: '0' must be at least 1"),
-    ("jitanalyze.py", ["-b", "a", "-d", "b", "-c", "-1"], "argument -c/--count: '-1' must be 0 or more"),
+    ("jitanalyze.py", ["-b", "a", "-d", "b", "-c", "-1"], "Error: Count (--count) must not be negative"),
 ])
 def test_other_scripts_refuse_bad_numbers(tmp_path: Path, script: str, argv: list, expected: str) -> None:
     proc = run_script(script, argv, tmp_path)

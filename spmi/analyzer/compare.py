@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
-from spmi.analyzer.scan import _INSTANCES, METRICS, _decode, _metric_getter, _Unit
+from spmi.analyzer.scan import _INSTANCES, METRICS, _decode, _metric_getter, _Unit, code_size_only
 
 
 def _ratio(num: float, den: float) -> float:
@@ -125,6 +125,7 @@ class MetricSummary:
     methods_improved: int = 0
     methods_regressed: int = 0
     paired_methods: int = 0
+    unavailable_methods: int = 0  # methods left out: only 2026 release footers, which lack this metric
     base_unique_methods: int = 0
     base_unique_value: float = 0
     diff_unique_methods: int = 0
@@ -167,6 +168,8 @@ class AnalyzeOptions:
     is_diffs_only: bool = False
     is_subset_of_diffs: bool = False
     warn: bool = False  # collect files/methods present on one side only
+    export: bool = False  # collect what --tsv and --json write (spmi/analyzer/export.py)
+    keep_file_pairs: bool = False  # keep the keys of every compared file pair (--retain-only-top-files)
 
 
 @dataclass
@@ -185,27 +188,27 @@ class AnalysisResult:
     options: AnalyzeOptions
     summaries: Dict[str, MetricSummary]
     paired_files: int = 0
-    text_diff_files: int = 0
+    #: keys (paths relative to the roots) of the files that differ as text, over the whole trees (§8.4)
+    text_diff_keys: Set[str] = field(default_factory=set)
     release_listings: int = 0
     base_only_files: List[str] = field(default_factory=list)
     diff_only_files: List[str] = field(default_factory=list)
     method_mismatches: List[MethodMismatch] = field(default_factory=list)
+    #: (base key, diff key) of every compared file pair, with `keep_file_pairs`
+    file_pairs: List[Tuple[str, str]] = field(default_factory=list)
+    #: what --tsv/--json write, with `export` (an `export.Exporter`)
+    export: Optional[object] = None
 
     @property
     def exit_code(self) -> int:
         """jit-analyze's exit code: -1 per metric whose total delta is not 0."""
         return -sum(1 for s in self.summaries.values() if s.delta_total != 0)
 
-    def top_file_keys(self) -> Set[str]:
-        """Keys of every file named in a top list of any metric."""
-        keys: Set[str] = set()
-        for s in self.summaries.values():
-            for f in s.top_file_regressions + s.top_file_improvements:
-                keys.add(f.diff_key)
-            for m in (s.top_method_regressions + s.top_method_improvements
-                      + s.top_method_regressions_by_percentage + s.top_method_improvements_by_percentage):
-                keys.add(m.file_key)
-        return keys
+    def top_file_keys(self, metric: str) -> Set[Tuple[str, str]]:
+        """(base key, diff key) of the file pairs in `metric`'s top file lists (what
+        --retain-only-top-files keeps for that metric, §8.1)."""
+        s = self.summaries[metric]
+        return {(f.base_key, f.diff_key) for f in s.top_file_regressions + s.top_file_improvements}
 
 
 class AnalyzeUsageError(ValueError):
@@ -347,10 +350,11 @@ class _MetricAccumulator:
 class _Analysis:
     """One analysis: compares each base/diff unit pair for every requested metric."""
 
-    def __init__(self, options: AnalyzeOptions) -> None:
+    def __init__(self, options: AnalyzeOptions, exporter: Optional[object] = None) -> None:
         self.options = options
         self.accumulators = [_MetricAccumulator(m, options.count, options.reconcile) for m in options.metrics]
-        self.result = AnalysisResult(options, {})
+        self.result = AnalysisResult(options, {}, export=exporter)
+        self.exporter = exporter
 
     def compare(self, base_key: str, diff_key: str, bunit: _Unit, dunit: _Unit) -> None:
         result = self.result
@@ -360,6 +364,13 @@ class _Analysis:
         if not bt and not dt and (bunit.release_footers or dunit.release_footers):
             return  # nothing but release listings: not a 0-byte file
         result.paired_files += 1
+        if self.options.keep_file_pairs:
+            result.file_pairs.append((base_key, diff_key))
+        if self.exporter is not None:
+            self.exporter.add(base_key, diff_key, bt, dt)  # type: ignore[attr-defined]
+        if bunit.release_methods or dunit.release_methods:
+            self._compare_with_release_methods(base_key, diff_key, bt, dt)
+            return
         if len(bt) == 1 and len(dt) == 1:  # the usual per-context file pair
             (name, be), = bt.items()
             de = dt.get(name)
@@ -367,6 +378,10 @@ class _Analysis:
                 for acc in self.accumulators:
                     acc.add_single_method_file(base_key, diff_key, name, be, de)
                 return
+        self._compare_tables(self.accumulators, base_key, diff_key, bt, dt, record_mismatches=True)
+
+    def _compare_tables(self, accumulators: List[_MetricAccumulator], base_key: str, diff_key: str,
+                        bt: Dict[bytes, list], dt: Dict[bytes, list], record_mismatches: bool) -> None:
         paired = []
         base_only = []
         for name, be in bt.items():
@@ -376,11 +391,28 @@ class _Analysis:
             else:
                 paired.append((name, be, de))
         diff_only = [(n, de) for n, de in dt.items() if n not in bt] if len(paired) != len(dt) else []
-        for acc in self.accumulators:
+        for acc in accumulators:
             acc.add_file(base_key, diff_key, paired, base_only, diff_only)
-        if self.options.warn and (base_only or diff_only):
-            result.method_mismatches.append(MethodMismatch(
+        if record_mismatches and self.options.warn and (base_only or diff_only):
+            self.result.method_mismatches.append(MethodMismatch(
                 base_key, [_decode(n) for n, _ in base_only], [_decode(n) for n, _ in diff_only]))
+
+    def _compare_with_release_methods(self, base_key: str, diff_key: str, bt: Dict[bytes, list],
+                                      dt: Dict[bytes, list]) -> None:
+        """A pair holding 2026 release footers (§7.5): they count for CodeSize; for any other metric a
+        method whose footer on either side lacks it is left out of that metric (never counted as 0)."""
+        code_size = [acc for acc in self.accumulators if acc.summary.metric == "CodeSize"]
+        others = [acc for acc in self.accumulators if acc.summary.metric != "CodeSize"]
+        self._compare_tables(code_size, base_key, diff_key, bt, dt, record_mismatches=True)
+        if not others:
+            return
+        unavailable = {n for table in (bt, dt) for n, e in table.items() if code_size_only(e)}
+        for acc in others:
+            acc.summary.unavailable_methods += len(unavailable)
+        bt_known = {n: e for n, e in bt.items() if n not in unavailable}
+        dt_known = {n: e for n, e in dt.items() if n not in unavailable}
+        if bt_known or dt_known:
+            self._compare_tables(others, base_key, diff_key, bt_known, dt_known, record_mismatches=False)
 
     def finish(self) -> AnalysisResult:
         self.result.summaries = {acc.summary.metric: acc.finish() for acc in self.accumulators}

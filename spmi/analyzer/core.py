@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import fnmatch
 import hashlib
 import os
 import re
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Set, Tuple, Union
 
 from spmi.analyzer.compare import AnalysisResult, AnalyzeInputError, AnalyzeOptions, AnalyzeUsageError, _Analysis
+from spmi.analyzer.export import Exporter
 from spmi.analyzer.render import render_markdown
 from spmi.analyzer.scan import METRICS, _Unit
 from spmi.base import fsutil
@@ -23,37 +27,133 @@ PathLike = Union[str, "os.PathLike[str]"]
 _WHOLE_FILE_LIMIT = 16 << 20  # larger files are read in chunks
 _STREAM_CHUNK = 4 << 20  # read size for files above _WHOLE_FILE_LIMIT
 _READ_SIZE = 1 << 16
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+# O_NONBLOCK: opening a FIFO must not wait for a writer (it is then refused as not a regular file).
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _name_matcher(extension: str, file_filter: Optional[str]) -> Callable[[str], object]:
+    """Whether a file name matches `<filter or *><ext>` (case-insensitive on Windows, as .NET there)."""
+    flags = re.IGNORECASE if os.name == "nt" else 0
+    return re.compile(fnmatch.translate((file_filter or "*") + extension), flags).match
 
 
 def _list_files(root: str, extension: str, file_filter: Optional[str], recursive: bool) -> List[str]:
-    """Keys (paths relative to root) of the files matching `<filter or *><ext>`, sorted."""
-    pattern = (file_filter or "*") + extension
-    flags = re.IGNORECASE if os.name == "nt" else 0
-    matcher = re.compile(fnmatch.translate(pattern), flags).match
+    """Keys (paths relative to root) of the regular files matching `<filter or *><ext>`, sorted.
+    Anything else with a matching name (a FIFO, a socket, a device) is not a listing and is skipped."""
+    matcher = _name_matcher(extension, file_filter)
     keys: List[str] = []
-    if recursive:
-        for dirpath, _dirs, names in os.walk(root):
-            rel = os.path.relpath(dirpath, root)
-            prefix = "" if rel == os.curdir else rel + os.sep
-            keys.extend(prefix + n for n in names if matcher(n))
-    else:
-        with os.scandir(root) as entries:
-            keys.extend(e.name for e in entries if matcher(e.name) and e.is_file())
+    pending = [("", root)]
+    while pending:
+        prefix, folder = pending.pop()
+        with os.scandir(folder) as entries:
+            for e in entries:
+                name = e.name
+                if matcher(name) and e.is_file():
+                    keys.append(prefix + name)
+                elif recursive and e.is_dir(follow_symlinks=False):
+                    pending.append((prefix + name + os.sep, e.path))
     keys.sort()
     return keys
 
 
-def _open_if_file(path: str) -> Optional[int]:
-    """A read-only descriptor, or None when there is no such file."""
+@dataclass
+class _ComparedPairs:
+    """The file pairs the analysis already compared byte by byte (for the textual-diff count)."""
+
+    compared: Set[str] = field(default_factory=set)  # keys of the pairs compared (--concat-files)
+    differing: Set[str] = field(default_factory=set)  # the compared pairs whose bytes differ
+    trees: Optional["_TwoTrees"] = None  # the walk of both folders, when the pairs came from one
+
+
+@dataclass
+class _TwoTrees:
+    """One walk over a base and a diff folder: both listings and the pairs git would compare."""
+
+    base_keys: List[str] = field(default_factory=list)  # the base listing, sorted (as `_list_files`)
+    diff_keys: Set[str] = field(default_factory=set)  # the diff listing
+    unlisted_pairs: List[str] = field(default_factory=list)  # regular files on both sides the listing leaves out
+    links: Set[str] = field(default_factory=set)  # listed keys with a symlink on a side (git does not compare bytes)
+    links_differ: Set[str] = field(default_factory=set)  # a symlink on both sides, other targets
+
+
+def _walk_two_trees(base: str, diff: str, matcher: Callable[[str], object], recursive: bool) -> _TwoTrees:
+    """The listings of both folders (regular files matching `matcher`, in subfolders with `recursive`)
+    and what `git diff --no-index` pairs at any depth, whatever the name (for the textual diffs): the
+    pairs of regular files the listing takes are compared by the analysis itself."""
+    trees = _TwoTrees()
+    base_keys, diff_keys, unlisted = trees.base_keys, trees.diff_keys, trees.unlisted_pairs
+    pending: List[Tuple[str, Optional[str], Optional[str]]] = [("", base, diff)]
+    while pending:
+        prefix, base_dir, diff_dir = pending.pop()
+        others: Dict[str, "os.DirEntry[str]"] = {}
+        if diff_dir is not None:
+            with os.scandir(diff_dir) as entries:
+                others = {e.name: e for e in entries}
+        listed = recursive or not prefix
+        base_dirs: Set[str] = set()
+        if base_dir is not None:
+            with os.scandir(base_dir) as entries:
+                for b in entries:
+                    name = b.name
+                    d = others.get(name)
+                    if b.is_file():
+                        taken = listed and matcher(name)
+                        if taken:
+                            base_keys.append(prefix + name)
+                        if d is None:
+                            continue
+                        if not b.is_symlink() and not d.is_symlink():
+                            if not taken and d.is_file():
+                                unlisted.append(prefix + name)
+                            continue
+                        if taken:
+                            trees.links.add(prefix + name)
+                    if b.is_symlink():
+                        if d is not None and d.is_symlink() and os.readlink(b.path) != os.readlink(d.path):
+                            trees.links_differ.add(prefix + name)
+                    elif b.is_dir():
+                        base_dirs.add(name)
+                        if d is not None and d.is_dir() and not d.is_symlink():
+                            pending.append((prefix + name + os.sep, b.path, d.path))
+                        elif recursive:
+                            pending.append((prefix + name + os.sep, b.path, None))
+        for name, d in others.items():
+            if d.is_file():
+                if listed and matcher(name):
+                    diff_keys.add(prefix + name)
+            elif recursive and name not in base_dirs and d.is_dir() and not d.is_symlink():
+                pending.append((prefix + name + os.sep, None, d.path))
+    base_keys.sort()
+    return trees
+
+
+def _open_regular(path: str) -> Optional[int]:
+    """A read-only descriptor of a regular file (symlinks followed), or None when `path` is missing
+    or not a regular file (a folder, a FIFO, a device)."""
     try:
-        return os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, _OPEN_FLAGS)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
     except PermissionError:
         if os.path.isdir(path):
             return None
         raise
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _open_listing(path: str) -> int:
+    fd = _open_regular(path)
+    if fd is None:
+        raise FileNotFoundError(errno.ENOENT, "Not a regular file", path)
+    return fd
 
 
 def _read_whole(fd: int) -> Optional[bytes]:
@@ -158,12 +258,15 @@ def analyze(base: PathLike, diff: PathLike, options: Optional[AnalyzeOptions] = 
     validate_options(options)
     base, diff = os.fspath(base), os.fspath(diff)
     base_kind, diff_kind = _existing_kind(base), _existing_kind(diff)
-    run = _Analysis(options)
+    run = _Analysis(options, Exporter(options) if options.export else None)
+    known = _ComparedPairs()
     try:
         if options.concat_files or (base_kind == "file" and diff_kind == "file"):
-            _analyze_as_one_pair(run, base, base_kind, diff, diff_kind)
+            _analyze_as_one_pair(run, base, base_kind, diff, diff_kind, known)
         else:
-            _analyze_by_key(run, base, base_kind, diff, diff_kind)
+            _analyze_by_key(run, base, base_kind, diff, diff_kind, known)
+        if _wants_text_diffs(options):
+            run.result.text_diff_keys = text_diff_keys(base, diff, known)
     except OSError as e:
         if isinstance(e, AnalyzeInputError):
             raise
@@ -177,20 +280,38 @@ def _side_files(path: str, kind: str, options: AnalyzeOptions) -> Tuple[str, Lis
     return path, _list_files(path, options.file_extension, options.file_filter, options.recursive)
 
 
-def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_kind: str) -> None:
+def _wants_text_diffs(options: AnalyzeOptions) -> bool:
+    """jit-analyze counts textual diffs unless told not to, and not with --count 0 (§8.4)."""
+    return not options.skip_text_diff and options.count != 0
+
+
+def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_kind: str,
+                    known: _ComparedPairs) -> None:
+    """Files paired by key; `known` gets the paired keys whose two files' bytes differ."""
     options, result = run.options, run.result
-    need_text = not options.skip_text_diff
-    base_root, base_keys = _side_files(base, base_kind, options)
-    diff_root, diff_keys = _side_files(diff, diff_kind, options) if diff_kind == "file" else (diff, None)
+    need_text = _wants_text_diffs(options)
+    listed: Optional[Set[str]] = None  # the diff listing, when known
+    if base_kind == "dir" and diff_kind == "dir" and need_text:
+        trees = _walk_two_trees(base, diff, _name_matcher(options.file_extension, options.file_filter),
+                                options.recursive)
+        known.trees = trees
+        base_root, base_keys, diff_root, listed = base, trees.base_keys, diff, trees.diff_keys
+    else:
+        base_root, base_keys = _side_files(base, base_kind, options)
+        diff_root, diff_keys = _side_files(diff, diff_kind, options) if diff_kind == "file" else (diff, None)
+        listed = set(diff_keys) if diff_keys is not None else None
     base_prefix, diff_prefix = os.path.join(base_root, ""), os.path.join(diff_root, "")
     for key in base_keys:
-        dfd = None if diff_keys is not None and key not in diff_keys else _open_if_file(diff_prefix + key)
+        if listed is not None:  # listed as regular files just before
+            dfd = os.open(diff_prefix + key, _OPEN_FLAGS) if key in listed else None
+        else:
+            dfd = _open_regular(diff_prefix + key)
         if dfd is None:
             if options.warn:
                 result.base_only_files.append(key)
             continue
         try:
-            bfd = os.open(base_prefix + key, _OPEN_FLAGS)
+            bfd = os.open(base_prefix + key, _OPEN_FLAGS)  # listed as a regular file just before
             try:
                 bunit, dunit, differ = _pair_units(bfd, dfd, need_text)
             finally:
@@ -198,27 +319,28 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
         finally:
             os.close(dfd)
         if differ:
-            result.text_diff_files += 1
+            known.differing.add(key)
         run.compare(key, key, bunit, dunit)
     if options.warn:
-        if diff_keys is None:
-            diff_keys = _list_files(diff, options.file_extension, options.file_filter, options.recursive)
-        base_set = set(base_keys)
-        result.diff_only_files = [k for k in diff_keys if k not in base_set]
+        if listed is None:
+            listed = set(_list_files(diff, options.file_extension, options.file_filter, options.recursive))
+        result.diff_only_files = sorted(listed.difference(base_keys))
 
 
 def _feed_path(unit: _Unit, path: str, starts_input: bool) -> None:
-    fd = os.open(path, _OPEN_FLAGS)
+    fd = _open_listing(path)
     try:
         _feed_read(unit, fd, _read_whole(fd), starts_input, False)
     finally:
         os.close(fd)
 
 
-def _analyze_as_one_pair(run: _Analysis, base: str, base_kind: str, diff: str, diff_kind: str) -> None:
-    """Single files on both sides, or --concat-files: one unit per side."""
-    options, result = run.options, run.result
-    need_text = not options.skip_text_diff
+def _analyze_as_one_pair(run: _Analysis, base: str, base_kind: str, diff: str, diff_kind: str,
+                         known: _ComparedPairs) -> None:
+    """Single files on both sides, or --concat-files: one unit per side (no file lists for --warn,
+    as jit-analyze)."""
+    options = run.options
+    need_text = _wants_text_diffs(options)
     base_root, base_keys = _side_files(base, base_kind, options)
     diff_root, diff_keys = _side_files(diff, diff_kind, options)
     bunit, dunit = _Unit(), _Unit()
@@ -229,12 +351,15 @@ def _analyze_as_one_pair(run: _Analysis, base: str, base_kind: str, diff: str, d
     base_started = diff_started = False
     for bkey, dkey in pairs:
         if bkey is not None and dkey is not None:
-            bfd = os.open(os.path.join(base_root, bkey), _OPEN_FLAGS)
+            bfd = _open_listing(os.path.join(base_root, bkey))
             try:
-                dfd = os.open(os.path.join(diff_root, dkey), _OPEN_FLAGS)
+                dfd = _open_listing(os.path.join(diff_root, dkey))
                 try:
-                    if _feed_pair(bunit, bfd, not base_started, dunit, dfd, not diff_started, need_text):
-                        result.text_diff_files += 1
+                    differ = _feed_pair(bunit, bfd, not base_started, dunit, dfd, not diff_started, need_text)
+                    if need_text and bkey == dkey:
+                        known.compared.add(bkey)
+                        if differ:
+                            known.differing.add(bkey)
                 finally:
                     os.close(dfd)
             finally:
@@ -243,13 +368,9 @@ def _analyze_as_one_pair(run: _Analysis, base: str, base_kind: str, diff: str, d
         elif bkey is not None:
             _feed_path(bunit, os.path.join(base_root, bkey), not base_started)
             base_started = True
-            if options.warn:
-                result.base_only_files.append(bkey)
         elif dkey is not None:
             _feed_path(dunit, os.path.join(diff_root, dkey), not diff_started)
             diff_started = True
-            if options.warn:
-                result.diff_only_files.append(dkey)
     run.compare(_unit_key(base), _unit_key(diff), bunit, dunit)
 
 
@@ -273,6 +394,83 @@ def _merge_keys(base_keys: List[str], diff_keys: List[str]) -> List[Tuple[Option
     return out
 
 
+# ------------------------------------------------------------------ textual diffs
+
+
+def _is_real_dir(path: str) -> bool:
+    """A directory that is not a symlink (git compares a symlinked folder as a link)."""
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def _contents_differ(base: str, diff: str) -> bool:
+    bfd = _open_regular(base)
+    dfd = _open_regular(diff) if bfd is not None else None
+    try:
+        if bfd is None or dfd is None or os.fstat(bfd).st_size != os.fstat(dfd).st_size:
+            return bfd is not None and dfd is not None
+        while True:
+            chunk = os.read(bfd, _READ_SIZE)
+            if chunk != os.read(dfd, _READ_SIZE):
+                return True
+            if not chunk:
+                return False
+    finally:
+        for fd in (bfd, dfd):
+            if fd is not None:
+                os.close(fd)
+
+
+def _modified_in_trees(base: str, diff: str, known: _ComparedPairs) -> Set[str]:
+    """What `git diff --no-index --diff-filter=M <base> <diff>` reports as modified, at any depth and
+    whatever the extension: two regular files with other bytes, or two symlinks with other targets.
+    A file against a symlink or a folder is a type change (not counted); a FIFO, socket or device is
+    never read. Pairs the analysis compared already are not read again."""
+    found: Set[str] = set()
+    pending = [("", base, diff)]
+    while pending:
+        prefix, base_dir, diff_dir = pending.pop()
+        try:
+            with os.scandir(diff_dir) as entries:
+                others = {e.name: e for e in entries}
+            with os.scandir(base_dir) as entries:
+                mine = list(entries)
+        except OSError:
+            continue
+        for b in mine:
+            d = others.get(b.name)
+            if d is None:
+                continue
+            key = prefix + b.name
+            if b.is_file(follow_symlinks=False) and d.is_file(follow_symlinks=False):
+                if key in known.compared:
+                    if key in known.differing:
+                        found.add(key)
+                elif _contents_differ(b.path, d.path):
+                    found.add(key)
+            elif b.is_dir(follow_symlinks=False) and d.is_dir(follow_symlinks=False):
+                pending.append((key + os.sep, b.path, d.path))
+            elif b.is_symlink() and d.is_symlink() and os.readlink(b.path) != os.readlink(d.path):
+                found.add(key)
+    return found
+
+
+def text_diff_keys(base: str, diff: str, known: _ComparedPairs) -> Set[str]:
+    """Keys of the files that differ as text, counted as jit-analyze counts them (§8.4): both whole
+    trees, whatever the extension, `-r` and `--filter`. `known`: the pairs already compared."""
+    if _is_real_dir(base) and _is_real_dir(diff):
+        if known.trees is None:
+            return _modified_in_trees(base, diff, known)
+        trees = known.trees
+        found = (known.differing - trees.links) | trees.links_differ
+        return found | {key for key in trees.unlisted_pairs
+                        if _contents_differ(os.path.join(base, key), os.path.join(diff, key))}
+    if _is_real_dir(base):
+        base = os.path.join(base, os.path.basename(diff))
+    elif _is_real_dir(diff):
+        diff = os.path.join(diff, os.path.basename(base))
+    return {os.path.basename(base)} if _contents_differ(base, diff) else set()
+
+
 # ------------------------------------------------------------------ output files
 
 
@@ -293,20 +491,27 @@ def write_markdown_per_metric(result: AnalysisResult, folder: PathLike) -> List[
     return paths
 
 
-def retain_only_top_files(result: AnalysisResult, base: PathLike, diff: PathLike) -> int:
-    """Delete every listing (both trees) whose key is in no top list; returns the count.
-
-    Only directories compared file by file are touched (not --concat-files or single files).
-    """
-    options = result.options
+def retain_top_files(result: AnalysisResult, metric: str, base: PathLike, diff: PathLike) -> Tuple[int, Set[str]]:
+    """--retain-only-top-files for one metric, as jit-analyze does it after that metric's report
+    (§8.1): every compared file pair not in the metric's top *file* lists is deleted on both sides
+    and counted as 2 (even if an earlier metric deleted it already); unpaired files are never
+    touched. Only folders compared file by file are changed: with single files or --concat-files
+    jit-analyze's paths name nothing, so nothing is deleted (the count is the same).
+    Returns the count and the keys deleted."""
     base, diff = os.fspath(base), os.fspath(diff)
-    if options.concat_files or not (os.path.isdir(base) and os.path.isdir(diff)):
-        return 0
-    keep = result.top_file_keys()
+    per_file = not result.options.concat_files and os.path.isdir(base) and os.path.isdir(diff)
+    keep = result.top_file_keys(metric)
     deleted = 0
-    for root in (base, diff):
-        for key in _list_files(root, options.file_extension, options.file_filter, options.recursive):
-            if key not in keep:
-                os.remove(os.path.join(root, key))
-                deleted += 1
-    return deleted
+    gone: Set[str] = set()
+    for base_key, diff_key in result.file_pairs:
+        if (base_key, diff_key) in keep:
+            continue
+        deleted += 2
+        if per_file:
+            for path in (os.path.join(base, base_key), os.path.join(diff, diff_key)):
+                try:
+                    os.remove(path)
+                except FileNotFoundError:
+                    pass
+            gone.add(base_key)
+    return deleted, gone

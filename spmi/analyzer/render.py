@@ -1,7 +1,7 @@
 """The text and markdown reports of jitanalyze.py (docs/contracts.md §8.4-§8.6).
 
 Pure functions of an `AnalysisResult`: each metric's report as jit-analyze prints it on
-the console (`render_text`, `render_console`), the `--md` markdown form
+the console (`render_text`), the `--md` markdown form
 (`render_markdown`), the `--warn` lists (`render_warnings`), and the number formatting
 .NET produces for values and percentages.
 """
@@ -16,7 +16,7 @@ from spmi.analyzer.scan import METRICS
 
 # -------------------------------------------------------------- number formatting
 # The texts .NET produces (§8.6): invariant culture for the total percentage, en-US for
-# the per-file/per-method percentages; non-finite values print as the culture's symbol.
+# the per-file/per-method percentages; non-finite values print as `Infinity`/`NaN` (§8.1).
 
 _DEC_CONTEXT = decimal.Context(prec=1200, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 _TWO_PLACES = decimal.Decimal("0.01")
@@ -30,13 +30,12 @@ def _round2(x: float, scale_by_100: bool = False) -> decimal.Decimal:
     return d.quantize(_TWO_PLACES, rounding=decimal.ROUND_HALF_UP, context=_DEC_CONTEXT)
 
 
-def _non_finite(x: float, invariant: bool = False) -> Optional[str]:
+def _non_finite(x: float) -> Optional[str]:
+    """`Infinity`, `-Infinity`, `NaN` (invariant culture, §8.1), never the en-US `∞`."""
     if math.isnan(x):
         return "NaN"
     if math.isinf(x):
-        if invariant:
-            return "Infinity" if x > 0 else "-Infinity"
-        return "\u221e" if x > 0 else "-\u221e"
+        return "Infinity" if x > 0 else "-Infinity"
     return None
 
 
@@ -74,7 +73,7 @@ def format_fixed2(x: float) -> str:
 
 def format_percent_invariant(f: float) -> str:
     """`P_inv`: `-0.39 %` (space before %, grouping from 1,000)."""
-    special = _non_finite(float(f), invariant=True)
+    special = _non_finite(float(f))
     return special if special is not None else "{:,.2f} %".format(_round2(float(f), True))
 
 
@@ -101,6 +100,11 @@ _SEPARATOR = "-" * 80
 def _release_line(count: int) -> str:
     return (f"No metrics: {count} release JIT listing(s) (footer has no prolog size/PerfScore); "
             "use a checked JIT.")
+
+
+def _unavailable_line(count: int, display_name: str) -> str:
+    return (f"No {display_name}: {count} method(s) from release JIT listings (their footer gives only the code "
+            "size); use a checked JIT.")
 
 
 def _totals_lines(result: AnalysisResult, s: MetricSummary, units: str) -> List[str]:
@@ -135,15 +139,16 @@ def _verdict_lines(s: MetricSummary) -> List[str]:
 
 
 def _reconciliation_lines(s: MetricSummary, unit: str) -> List[str]:
+    """The first line has the net value as a plain double (`190.5`), the others the metric's format (§8.1)."""
     if s.base_unique_methods + s.diff_unique_methods == 0:
         return []
     net = s.diff_unique_value - s.base_unique_value
     return ["",
             f"Total {unit} diff includes {format_round_trip(net)} {unit}s from reconciling methods",
             f"\tBase had {s.base_unique_methods:>4} unique methods, "
-            f"{format_round_trip(s.base_unique_value):>8} unique {unit}s",
+            f"{format_value(s.metric, s.base_unique_value):>8} unique {unit}s",
             f"\tDiff had {s.diff_unique_methods:>4} unique methods, "
-            f"{format_round_trip(s.diff_unique_value):>8} unique {unit}s"]
+            f"{format_value(s.metric, s.diff_unique_value):>8} unique {unit}s"]
 
 
 def _file_lines(title: str, metric: str, entries: List[FileEntry]) -> List[str]:
@@ -181,6 +186,8 @@ def _report_lines(result: AnalysisResult, metric: str) -> list:
     lines += ["", heading, "(Lower is better)", ""]
     if result.release_listings:
         lines.append(_release_line(result.release_listings))
+    if s.unavailable_methods:
+        lines.append(_unavailable_line(s.unavailable_methods, info.display_name))
     lines += _totals_lines(result, s, units)
     lines += _verdict_lines(s)
     lines.append(_MARKER)
@@ -205,19 +212,10 @@ def _report_lines(result: AnalysisResult, metric: str) -> list:
 
 
 def render_text(result: AnalysisResult, metric: str) -> str:
-    """Console form of one metric's report: marker line empty, then 80 `-`."""
+    """Console form of one metric's report: the marker line empty, the report, an empty line (the
+    report's own line end and the console's), then 80 `-` (§8.4)."""
     text = "".join(("" if line is _MARKER else line) + "\n" for line in _report_lines(result, metric))
-    return text + _SEPARATOR + "\n"
-
-
-def render_console(result: AnalysisResult) -> str:
-    """Everything jit-analyze prints on stdout for the reports, metric by metric."""
-    parts = []
-    for metric in result.summaries:
-        if result.text_diff_files and not result.options.skip_text_diff:
-            parts.append(f"Found {result.text_diff_files} files with textual diffs.\n")
-        parts.append(render_text(result, metric))
-    return "".join(parts)
+    return text + "\n" + _SEPARATOR + "\n"
 
 
 def render_markdown(result: AnalysisResult, metrics: Optional[Sequence[str]] = None) -> str:
@@ -231,17 +229,16 @@ def render_markdown(result: AnalysisResult, metrics: Optional[Sequence[str]] = N
 
 
 def render_warnings(result: AnalysisResult) -> str:
-    """`--warn`: files and methods present on one side only."""
+    """`--warn`, printed after all reports: files on one side only (not for a single pair of files or
+    --concat-files), then per file pair the methods on one side only (§8.4)."""
     lines: List[str] = []
     for side, other, keys in (("base", "diff", result.base_only_files), ("diff", "base", result.diff_only_files)):
         if keys:
-            lines += ["", f"Warning: {len(keys)} files in {side} but not in {other}.", "",
-                      f"Only in {side} files:"] + keys
+            lines += [f"Warning: {len(keys)} files in {side} but not in {other}.", "", f"Only in {side} files:"] + keys
     for mm in result.method_mismatches:
+        lines.append(f"Mismatched methods in {mm.base_key}")
         if mm.only_in_base:
-            lines += ["Mismatch: methods in base not in diff in", f" {mm.base_key}:"]
-            lines += [f"    {n}" for n in mm.only_in_base]
+            lines += ["Base:"] + [f"    {n}" for n in mm.only_in_base]
         if mm.only_in_diff:
-            lines += ["Mismatch: methods in diff not in base in", f" {mm.base_key}:"]
-            lines += [f"    {n}" for n in mm.only_in_diff]
+            lines += ["Diff:"] + [f"    {n}" for n in mm.only_in_diff]
     return "".join(line + "\n" for line in lines)

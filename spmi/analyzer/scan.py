@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, Tuple, Union
+from typing import Callable, Dict, Iterable, Optional, Tuple, Union
 
 # ------------------------------------------------------------------------- metrics
 
@@ -53,6 +53,7 @@ METRICS: Dict[str, MetricInfo] = {
 _CODE, _PROLOG, _PERF, _INSTR, _ALLOC, _DCLAUSE, _DVAR, _SPILL, _SPILLWT, _RES, _RESWT = range(11)
 _INSTANCES = 11  # lines of the group that do not match the code/prolog pattern
 _DATALINES = 12  # lines of the group that do match it (a footer with metrics)
+_RELEASE = 13  # 2026 release footers of the group (`; Total bytes of code N for method M`): code size only
 
 _METRIC_SLOT = {
     "CodeSize": _CODE,
@@ -70,7 +71,17 @@ _METRIC_SLOT = {
 
 
 def _new_entry() -> list:
-    return [0, 0, 0.0, 0, 0, 0, 0, 0, 0.0, 0, 0.0, 0, 0]
+    return [0, 0, 0.0, 0, 0, 0, 0, 0, 0.0, 0, 0.0, 0, 0, 0]
+
+
+def code_size_only(entry: list) -> bool:
+    """A method whose only footers are 2026 release footers: CodeSize is all it has (§7.5)."""
+    return entry[_RELEASE] > 0 and entry[_DATALINES] == 0
+
+
+def has_metric(entry: list, metric: str) -> bool:
+    """Whether the method carries `metric` (a 2026 release footer carries only CodeSize, §7.5)."""
+    return metric == "CodeSize" or not code_size_only(entry)
 
 
 def _metric_getter(metric: str) -> Callable[[list], float]:
@@ -115,6 +126,8 @@ _FOOTER_TRIGGER_RE = re.compile(rb"Variable debug info: [0-9]|SpillCount [0-9]|R
 _FOR_METHOD = b"for method "
 _READ_PREFIXES = (b"; Assembly listing for method", b"; Total bytes of code", b"; Variable debug info:")
 _TOTAL_PREFIX = b"; Total bytes of code"
+# The 2026 release footer (§7.5): code size and method name, no prolog size.
+_RELEASE_CODE_RE = re.compile(rb"^; Total bytes of code ([0-9]+).* for method ")
 
 
 # The §8.2 field patterns after code/prolog: (pattern, ((slot, group, conversion), ...)).
@@ -152,11 +165,12 @@ class _Unit:
     header and its footer, and repeated names, fold into one entry (§8.2).
     """
 
-    __slots__ = ("methods", "release_footers")
+    __slots__ = ("methods", "release_footers", "release_methods")
 
     def __init__(self) -> None:
         self.methods: Dict[bytes, list] = {}
-        self.release_footers = 0
+        self.release_footers = 0  # bare `; Total bytes of code N` footers (count for nothing)
+        self.release_methods = 0  # 2026 release footers (count for CodeSize only)
 
     def feed(self, data: bytes, starts_input: bool) -> None:
         """Read one whole file; `starts_input` = its first line is line 0 of the unit."""
@@ -220,8 +234,14 @@ class _Unit:
 
     def _consume_exactly(self, line: bytes, line0: bool) -> None:
         name, values, is_data = _parse_line_exactly(line)
+        release = None
         if not is_data and line.startswith(_TOTAL_PREFIX):
-            self.release_footers += 1
+            release = _RELEASE_CODE_RE.match(line)
+            if release is None:
+                self.release_footers += 1
+            else:
+                self.release_methods += 1
+                values[_CODE] += int(release.group(1))
         entry = self.methods.get(name)
         if entry is None:
             entry = self.methods[name] = _new_entry()
@@ -229,6 +249,8 @@ class _Unit:
             entry[i] += values[i]
         if is_data:
             entry[_DATALINES] += 1
+        elif release is not None:
+            entry[_RELEASE] += 1
         elif not line0:
             entry[_INSTANCES] += 1
 
@@ -238,7 +260,7 @@ class _Unit:
         release listings' headers and the nameless release footers) are left out."""
         if not self.release_footers:
             return self.methods
-        return {name: e for name, e in self.methods.items() if e[_DATALINES]}
+        return {name: e for name, e in self.methods.items() if e[_DATALINES] or e[_RELEASE]}
 
 
 @dataclass
@@ -259,20 +281,24 @@ class MethodMetrics:
     resolution_weight: float = 0.0
     instances: int = 0
     has_metrics: bool = False
+    code_size_only: bool = False  # only 2026 release footers: the other metrics are unavailable (§7.5)
 
     @property
     def extra_alloc_bytes(self) -> int:
         return self.alloc_size - self.code_size
 
-    def value(self, metric: str) -> float:
+    def value(self, metric: str) -> Optional[float]:
+        """The metric's value; None when the listing does not carry it (a 2026 release footer, §7.5)."""
         if metric not in METRICS:
             raise KeyError(metric)
-        return _metric_getter(metric)(self._as_entry())
+        entry = self._as_entry()
+        return _metric_getter(metric)(entry) if has_metric(entry, metric) else None
 
     def _as_entry(self) -> list:
         return [self.code_size, self.prolog_size, self.perf_score, self.instr_count, self.alloc_size,
                 self.debug_clause_count, self.debug_var_count, self.spill_count, self.spill_weight,
-                self.resolution_count, self.resolution_weight, self.instances, int(self.has_metrics)]
+                self.resolution_count, self.resolution_weight, self.instances, int(self.has_metrics),
+                int(self.code_size_only)]
 
 
 @dataclass
@@ -289,7 +315,8 @@ def _decode(name: bytes) -> str:
 
 def _to_method_metrics(name: bytes, e: list) -> MethodMetrics:
     return MethodMetrics(_decode(name), e[_CODE], e[_PROLOG], e[_PERF], e[_INSTR], e[_ALLOC], e[_DCLAUSE],
-                         e[_DVAR], e[_SPILL], e[_SPILLWT], e[_RES], e[_RESWT], e[_INSTANCES], e[_DATALINES] > 0)
+                         e[_DVAR], e[_SPILL], e[_SPILLWT], e[_RES], e[_RESWT], e[_INSTANCES], e[_DATALINES] > 0,
+                         code_size_only(e))
 
 
 def parse_dasm(text: Union[str, bytes], raw: bool = False) -> ParsedListing:
