@@ -499,8 +499,8 @@ class _Downloader:
             except _transient_exceptions() as exc:
                 self._raise_if_cut(body)
                 raise _Transient(_describe_exception(exc)) from None
-        self._raise_if_cut(body)
         if written < expected:
+            self._raise_if_cut(body)
             raise _Transient(f"body ended after {written} of {expected} bytes")
 
     @contextmanager
