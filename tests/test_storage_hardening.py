@@ -181,6 +181,7 @@ def _zip_entries(entries: List[tuple]) -> bytes:
     return buffer.getvalue()
 
 
+@pytest.mark.filterwarnings("ignore:Duplicate name")
 @pytest.mark.parametrize("entries, message", [
     ([("a.mch", b"mc1"), ("a.mch", b"mc2")], "entry 'a.mch' appears twice"),
     ([("A.mch", b"mc1"), ("a.MCH", b"mc2")], "appears twice"),

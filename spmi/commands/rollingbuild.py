@@ -150,7 +150,7 @@ def download_build(account_url: str, names: Sequence[str], prefix: str, destinat
         items = []
         for name, path in planned:
             if keep_existing and path.is_file():
-                log.info("Already downloaded: %s", path)
+                log.info("Already downloaded: %s", untrusted.one_line(str(path)))
                 continue
             items.append(downloads.DownloadItem(blobs.blob_url(CONTAINER, name, account_url), path.parent,
                                               file_name=path.name, extract=False))
