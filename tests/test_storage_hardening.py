@@ -82,6 +82,16 @@ def test_a_normal_listing_of_several_pages_still_ends(storage_account, fault_pro
                                 max_pages=3)) == 5
 
 
+def test_a_trickling_listing_page_has_a_deadline(storage_account, fault_proxy):
+    storage_account.upload("superpmi", PREFIX + "a.mch.zip", b"z")
+    fault_proxy.trickle(interval=0.05, path_contains="comp=list")
+    started = time.monotonic()
+    with pytest.raises(blobs.StorageError, match=r"Listing failed after 2 attempts \(the body took longer than 1 s\)"):
+        blobs.list_blobs("superpmi", "collections/", fault_proxy.account_url, retry=FAST_RETRY, page_deadline=1.0)
+    assert time.monotonic() - started < 10
+    assert blobs.SMALL_BODY_DEADLINE == 120.0
+
+
 # ---------------------------------------------------------------- two blobs, one local file
 
 def test_two_blobs_for_one_cache_file_are_refused_and_the_cache_never_complete(storage_account, tmp_path):

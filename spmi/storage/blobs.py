@@ -217,18 +217,26 @@ def _is_transient_status(status: int) -> bool:
     return status >= 500 or status in (408, 429)
 
 
+SMALL_BODY_DEADLINE = 120.0  # seconds for a whole listing page (docs/contracts.md §12.21)
+MAX_SMALL_BODY_BYTES = 64 * 1024 * 1024
+
+
 def _request_with_retries(session, method: str, url: str, retry: RetryPolicy, what: str,  # type: ignore[no-untyped-def]
-                          **kwargs: Any):
-    """One small request, retried on transient failures; returns the final response."""
+                          body_deadline: float = SMALL_BODY_DEADLINE, **kwargs: Any) -> Tuple[Any, bytes]:
+    """One small request, retried on transient failures; the final response and its body,
+    read within `body_deadline` seconds (a slower body is a failed attempt)."""
     failures = 0
     while True:
         unreachable = False
         try:
             with refused_redirects(url):
-                response = session.request(method, url, timeout=DEFAULT_TIMEOUT, **kwargs)
-            if not _is_transient_status(response.status_code):
-                return response
+                response = session.request(method, url, timeout=DEFAULT_TIMEOUT, stream=True, **kwargs)
+            with response:
+                if not _is_transient_status(response.status_code):
+                    return response, _read_small_body(response, url, body_deadline)
             problem = f"HTTP {response.status_code} {response.reason}"
+        except _SlowSmallBody as exc:
+            problem = str(exc)
         except _transient_exceptions() as exc:
             problem = _describe_exception(exc)
             unreachable = _is_connection_failure(exc)
@@ -239,6 +247,30 @@ def _request_with_retries(session, method: str, url: str, retry: RetryPolicy, wh
                        "check the network and -storage_url")
         log.debug("%s: %s; retrying (%d/%d)", what, problem, failures, retry.attempts)
         time.sleep(retry.delay(failures))
+
+
+class _SlowSmallBody(Exception):
+    """A small body that did not arrive within `SMALL_BODY_DEADLINE`."""
+
+
+def _read_small_body(response, url: str, deadline: float) -> bytes:  # type: ignore[no-untyped-def]
+    """The whole body, read as it arrives, within the deadline and the size limit."""
+    started = time.monotonic()
+    raw = response.raw
+    read = getattr(raw, "read1", None) or raw.read
+    pieces: List[bytes] = []
+    size = 0
+    while True:
+        piece = read(64 * 1024, decode_content=False)
+        if not piece:
+            return b"".join(pieces)
+        size += len(piece)
+        if size > MAX_SMALL_BODY_BYTES:
+            raise StorageError(f"{redact(url)} answered with more than {MAX_SMALL_BODY_BYTES:,} bytes; "
+                               "check -storage_url")
+        if time.monotonic() - started > deadline:
+            raise _SlowSmallBody(f"the body took longer than {deadline:g} s")
+        pieces.append(piece)
 
 
 def _is_connection_failure(exc: BaseException) -> bool:
@@ -331,7 +363,8 @@ MAX_LISTING_PAGES = 1000  # 5 million names at 5000 a page (docs/contracts.md §
 
 def list_blobs(container: str, prefix: str = "", account_url: Optional[str] = None,
                max_results: Optional[int] = None, session=None,  # type: ignore[no-untyped-def]
-               retry: Optional[RetryPolicy] = None, max_pages: int = MAX_LISTING_PAGES) -> List[str]:
+               retry: Optional[RetryPolicy] = None, max_pages: int = MAX_LISTING_PAGES,
+               page_deadline: float = SMALL_BODY_DEADLINE) -> List[str]:
     """Every blob name under `prefix`, following `NextMarker` to the end (§11.2).
 
     A marker that comes back a second time, or more than `max_pages` pages, ends the
@@ -344,12 +377,12 @@ def list_blobs(container: str, prefix: str = "", account_url: Optional[str] = No
     seen_markers: Set[str] = set()
     for page_number in range(1, max_pages + 1):
         url = listing_url(account_url, container, prefix, marker, max_results)
-        response = _request_with_retries(session, "GET", url, retry, "Listing")
+        response, body = _request_with_retries(session, "GET", url, retry, "Listing", page_deadline)
         if response.status_code != 200:
             raise StorageError(f"listing {redact(url)} failed: HTTP {response.status_code} {response.reason}"
                                f"{_error_code_suffix(response)}; check -storage_url and the container name")
         try:
-            page, marker = parse_listing_page(response.content)
+            page, marker = parse_listing_page(body)
         except SyntaxError as exc:  # xml.etree.ElementTree.ParseError
             raise StorageError(f"listing {redact(url)} returned unreadable XML ({exc})") from exc
         names.extend(page)
@@ -384,7 +417,7 @@ def head_blob(url: str, session=None, retry: Optional[RetryPolicy] = None) -> Op
     """Size, ETag and MD5 of a blob; None when it does not exist (404)."""
     session = session or new_session()
     retry = retry or default_retry_policy()
-    response = _request_with_retries(session, "HEAD", url, retry, "Reading blob properties")
+    response, _ = _request_with_retries(session, "HEAD", url, retry, "Reading blob properties")
     if response.status_code == 404:
         return None
     _raise_for_final_status(response.status_code, response.reason, url)
