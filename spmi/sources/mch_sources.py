@@ -392,17 +392,10 @@ def refuse_unusable_downloads(files: Sequence[Path], source: str) -> None:
         seen.add(path)
         problem = collection_file_problem(path) if is_collection_name(path.name) else None
         if problem:
-            _remove_quietly(path)
+            path.unlink(missing_ok=True)
             raise SuiteError(f"collection {one_line(path.name)!r} downloaded from {redaction.redact(source)} "
                              f"{problem}; it was removed and the cache left incomplete; check the blob in storage "
                              "or pass -mch_files")
-
-
-def _remove_quietly(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError:
-        pass
 
 
 # ---------------------------------------------------------------- URLs and UNC paths in -mch_files
