@@ -207,6 +207,17 @@ def test_clashing_zip_entries_are_named(tmp_path, entries, message):
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
 
 
+def test_an_extraction_asked_to_stop_leaves_nothing(tmp_path):
+    import threading
+    archive = tmp_path / "big.zip"
+    archive.write_bytes(make_zip({"big.mch": os.urandom(3 * 1024 * 1024)}))
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(archives.ExtractionStopped):
+        archives.extract_zip(archive, tmp_path / "out", stop=stop)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 def _zip_bomb(path: Path, name: str, size: int) -> None:
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
         with archive.open(name, "w", force_zip64=True) as entry:

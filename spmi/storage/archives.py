@@ -12,10 +12,11 @@ import shutil
 import stat
 import tarfile
 import tempfile
+import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Tuple, Type
+from typing import IO, TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Tuple, Type
 
 from spmi.base.errors import SuiteError
 from spmi.base.fsutil import confined_path, relative_name_path, unsafe_name_reason
@@ -127,8 +128,23 @@ def _confined_entry(target_dir: Path, relative: Path, shown: str) -> Path:
         raise UnsafeArchive(f"{exc}; refusing to extract it") from None
 
 
+class ExtractionStopped(Exception):
+    """`extract_zip` was asked to stop (its `stop` event was set); nothing was left behind."""
+
+
+def _copy(source: IO[bytes], sink: IO[bytes], stop: Optional[threading.Event]) -> None:
+    """Copy in 1 MiB blocks, looking at `stop` between blocks."""
+    while True:
+        if stop is not None and stop.is_set():
+            raise ExtractionStopped()
+        block = source.read(1024 * 1024)
+        if not block:
+            return
+        sink.write(block)
+
+
 def extract_zip(archive: Path, target_dir: Path, display_name: Optional[str] = None,
-                limits: SizeLimits = DEFAULT_SIZE_LIMITS) -> List[Path]:
+                limits: SizeLimits = DEFAULT_SIZE_LIMITS, stop: Optional[threading.Event] = None) -> List[Path]:
     """Extract into a scratch directory beside the targets, then rename each file into place.
 
     Entries that are absolute, contain `..` or are links are rejected before anything is
@@ -157,7 +173,7 @@ def extract_zip(archive: Path, target_dir: Path, display_name: Optional[str] = N
                 staging = scratch / relative
                 staging.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as source, staging.open("wb") as sink:
-                    shutil.copyfileobj(source, sink, 1024 * 1024)
+                    _copy(source, sink, stop)
                 staged.append((staging, _confined_entry(target_dir, relative, shown)))
             results = []
             for staging, final in staged:

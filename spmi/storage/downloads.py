@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # imported where used: commands that never touch storage star
     from concurrent.futures import Future, ThreadPoolExecutor
 from spmi.base.redaction import redact
 from spmi.base.untrusted import one_line
-from spmi.storage.archives import NotAZip, UnsafeArchive, extract_zip
+from spmi.storage.archives import ExtractionStopped, NotAZip, UnsafeArchive, extract_zip
 from spmi.storage.blobs import (
     DEFAULT_TIMEOUT,
     PART_META_SUFFIX,
@@ -568,7 +568,9 @@ class _Downloader:
         target = job.item.target_dir / job.item.name
         if job.item.should_extract:
             try:
-                job.result = extract_zip(job.part, job.item.target_dir, display_name=job.item.name)
+                job.result = extract_zip(job.part, job.item.target_dir, display_name=job.item.name, stop=self.cancel)
+            except ExtractionStopped:
+                raise _Cancelled() from None
             except (UnsafeArchive, NotAZip) as exc:
                 self._discard(job)
                 raise type(exc)(f"{exc}; the download was discarded") from None
