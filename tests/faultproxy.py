@@ -8,6 +8,10 @@ unchanged unless a rule matches. Rules (each fires `times` times, then passes):
 * `short_body(missing)`  - keep Content-Length but send `missing` fewer bytes and close
 * `wrong_md5()`          - replace the Content-MD5 response header with a wrong one
 * `corrupt_body()`       - flip the bits of the first body byte (headers unchanged)
+* `trickle(interval)`    - send the real headers, then the body one byte per `interval` seconds
+* `fake_listing(names, marker)` - answer a listing with `names` and `NextMarker` = `marker`
+                           ("" ends the listing; None: a new marker on every page), never forwarding it
+* `redirect(location)`   - answer with HTTP 302 to `location` (`{path}` becomes the request's path)
 
 `per_connection_bytes_per_second` and `latency_seconds` throttle every response (each
 connection on its own, like a long-distance TCP stream) for benchmarks.
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import List, Optional, Tuple
 from urllib.parse import urlsplit
+from xml.sax.saxutils import escape
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
 
@@ -40,6 +45,9 @@ class Rule:
     status: int = 500
     after: int = 0
     missing: int = 1
+    interval: float = 0.5
+    text: Optional[str] = None
+    names: List[str] = field(default_factory=list)
     fired: int = 0
 
     def matches(self, method: str, path: str) -> bool:
@@ -80,6 +88,16 @@ class FaultProxy:
 
     def corrupt_body(self, times: int = 1, path_contains: str = "") -> Rule:
         return self.add(Rule("corrupt", times, "GET", path_contains))
+
+    def trickle(self, interval: float = 0.5, times: int = 1000, path_contains: str = "") -> Rule:
+        return self.add(Rule("trickle", times, "GET", path_contains, interval=interval))
+
+    def fake_listing(self, names: List[str], marker: Optional[str] = None, times: int = 1_000_000) -> Rule:
+        return self.add(Rule("listing", times, "GET", "comp=list", text=marker, names=list(names)))
+
+    def redirect(self, location: str, times: int = 1000, method: Optional[str] = None,
+                 path_contains: str = "") -> Rule:
+        return self.add(Rule("redirect", times, method, path_contains, text=location))
 
     def clear(self) -> None:
         with self.lock:
@@ -157,6 +175,23 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             proxy.record(self.command, self.path, rule.status, self.headers.get("Range", ""))
             self._send_error_status(rule.status)
             return
+        if rule is not None and rule.kind == "listing":
+            proxy.record(self.command, self.path, 200)
+            marker = rule.text if rule.text is not None else f"page{rule.fired}"
+            blobs = "".join(f"<Blob><Name>{escape(name)}</Name></Blob>" for name in rule.names)
+            self._send_body(200, "application/xml", (
+                "<?xml version=\"1.0\" encoding=\"utf-8\"?><EnumerationResults>"
+                f"<Blobs>{blobs}</Blobs><NextMarker>{escape(marker)}</NextMarker></EnumerationResults>").encode("utf-8"))
+            return
+        if rule is not None and rule.kind == "redirect":
+            proxy.record(self.command, self.path, 302)
+            self.send_response(302)
+            self.send_header("Location", (rule.text or "").replace("{path}", self.path))
+            self.send_header("Content-Length", "0")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            return
         if proxy.latency_seconds:
             time.sleep(proxy.latency_seconds)
         upstream = urlsplit(proxy.upstream)
@@ -174,6 +209,15 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     def _read_request_body(self) -> Optional[bytes]:
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else None
+
+    def _send_body(self, status: int, content_type: str, payload: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(payload)
+        self.close_connection = True
 
     def _send_error_status(self, status: int) -> None:
         payload = b"<?xml version=\"1.0\"?><Error><Code>InjectedFault</Code></Error>"
@@ -220,7 +264,11 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 block = block[:limit - sent]
             if rule is not None and rule.kind == "corrupt" and sent == 0 and block:
                 block = bytes([block[0] ^ 0xFF]) + block[1:]
-            if block:
+            if block and rule is not None and rule.kind == "trickle":
+                if not self._trickle(block, rule.interval):
+                    return
+                sent += len(block)
+            elif block:
                 self.wfile.write(block)
                 sent += len(block)
             if limit is not None and sent >= limit:
@@ -229,6 +277,17 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if rule is not None and rule.kind == "reset":
             time.sleep(0.3)  # let the client read what was sent; a reset discards unread data
             self._reset_connection()
+
+    def _trickle(self, block: bytes, interval: float) -> bool:
+        """One byte per `interval`; False once the client has gone."""
+        for index in range(len(block)):
+            try:
+                self.wfile.write(block[index:index + 1])
+                self.wfile.flush()
+            except OSError:
+                return False
+            time.sleep(interval)
+        return True
 
     def _reset_connection(self) -> None:
         """Close with SO_LINGER 0, so the client sees a TCP reset, not an orderly end."""

@@ -394,6 +394,10 @@ def checked_jit_ee_version(value: str, source: str = "-jit_ee_version") -> str:
     if not _SAFE_JIT_EE_VERSION_RE.match(text) or ".." in text:
         raise SuiteError(f"{source} {value!r} is not a JIT-EE version GUID or a plain name "
                          "(letters, digits, '.', '_', '-'); pass the GUID, e.g. 5f2a8c1e-3b7d-4e96-a0c4-9d81e6b27f35")
+    reason = fsutil.unsafe_name_reason(text, single_segment=True)  # the one confinement rule (device names)
+    if reason:
+        raise SuiteError(f"{source} {value!r} is not a JIT-EE version GUID: it has {reason}, which cannot name "
+                         "a folder; pass the GUID, e.g. 5f2a8c1e-3b7d-4e96-a0c4-9d81e6b27f35")
     return text.lower()
 
 

@@ -259,7 +259,7 @@ def _local_listing(settings: config.Settings, prefix: Optional[str]) -> List[str
     if not root.is_dir():
         raise SuiteError(f'Local dir "{root}" not found')
     files = [p for p in mch_sources.find_collection_files(root) if p.suffix.lower() == ".mch"]
-    return [_count_line(len(files), prefix)] + [str(p) for p in files]
+    return [_count_line(len(files), prefix)] + [untrusted.one_line(str(p)) for p in files]
 
 
 # ---------------------------------------------------------------- merge-mch

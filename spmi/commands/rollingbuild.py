@@ -54,12 +54,16 @@ def list_scope(git_hash: Optional[str], all_builds: bool, global_all: bool,
 
 
 def relative_blob_path(name: str, prefix: str) -> Path:
-    """Where a blob under `prefix` lands relative to the download directory."""
+    """Where a blob under `prefix` lands relative to the download directory: the one
+    confinement rule (docs/contracts.md §12.20), and no `:` (an NTFS stream) or `.` part."""
     rest = name[len(prefix):].lstrip("/") if name.startswith(prefix) else ""
     parts = [p for p in rest.split("/") if p]
-    if not parts or any(p in (".", "..") or "\\" in p or ":" in p for p in parts):
-        raise SuiteError(f"refusing to download blob '{name}': its name does not map to a file under the "
-                         "download directory")
+    reason = fsutil.unsafe_name_reason(rest) if parts else "no file name under the build's folder"
+    if reason is None and any(p == "." or "\\" in p or ":" in p for p in parts):
+        reason = "a '.', '\\' or ':' in a component"
+    if reason:
+        raise SuiteError(f"refusing to download blob {untrusted.one_line(repr(name))}: it has {reason}, so it "
+                         "does not map to a file under the download directory")
     return Path(*parts)
 
 
@@ -146,7 +150,7 @@ def download_build(account_url: str, names: Sequence[str], prefix: str, destinat
         items = []
         for name, path in planned:
             if keep_existing and path.is_file():
-                log.info("Already downloaded: %s", path)
+                log.info("Already downloaded: %s", untrusted.one_line(str(path)))
                 continue
             items.append(downloads.DownloadItem(blobs.blob_url(CONTAINER, name, account_url), path.parent,
                                               file_name=path.name, extract=False))

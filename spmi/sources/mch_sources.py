@@ -6,9 +6,11 @@ turns them into a list of local files:
 1. `-mch_files` given: exactly those. Local files as is, directories searched
    recursively, URLs downloaded into the cache (the `.mch.mct` companion tried).
 2. Otherwise the cache `spmi_location/mch/<guid>.<target_os>.<mch_arch>/` when it holds a
-   complete earlier download (a manifest written last records completion), else the
-   matching blobs under `collections/` are downloaded into it.
-3. Private stores `<store>/<guid>/<target_os>/<mch_arch>/` are added when they exist.
+   complete earlier download (a manifest written last records completion, and only after
+   every downloaded collection passed its check), else the matching blobs under
+   `collections/` are downloaded into it (two blobs for one local file are refused).
+3. Private stores `<store>/<guid>/<target_os>/<mch_arch>/` are added when they exist; with
+   collections there, storage that cannot be reached is a warning (docs/contracts.md §12.5).
 
 `-filter` (case-insensitive substring, OR) applies to every file name found.
 """
@@ -26,6 +28,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 from spmi.base import fsutil, platforms, redaction
 from spmi.base.errors import SuiteError
+from spmi.base.untrusted import one_line
 from spmi.storage import blobs, downloads
 
 log = logging.getLogger("superpmi")
@@ -113,18 +116,25 @@ def expand_local_spec(spec: str) -> List[Path]:
     raise SuiteError(f"-mch_files '{spec}' is neither a file, a directory nor a URL; check the path")
 
 
-def check_collection_file(path: Path) -> None:
-    """Fail clearly when a file cannot be a collection (no `mc` record magic)."""
+def collection_file_problem(path: Path) -> Optional[str]:
+    """Why a file cannot be a collection (None when it starts with the `mc` record magic)."""
     try:
         with path.open("rb") as handle:
             head = handle.read(len(MC_RECORD_MAGIC))
     except OSError as exc:
-        raise SuiteError(f"cannot read collection '{path}': {exc.strerror}") from exc
+        return f"cannot be read ({exc.strerror})"
     if not head:
-        raise SuiteError(f"collection '{path}' is empty; remove it or pass other -mch_files")
+        return "is empty"
     if head != MC_RECORD_MAGIC:
-        raise SuiteError(f"'{path}' is not a method-context file (it does not start with the 'mc' "
-                         "record magic); remove it or pass other -mch_files")
+        return "is not a method-context file (it does not start with the 'mc' record magic)"
+    return None
+
+
+def check_collection_file(path: Path) -> None:
+    """Fail clearly when a file cannot be a collection (no `mc` record magic)."""
+    problem = collection_file_problem(path)
+    if problem:
+        raise SuiteError(f"collection '{path}' {problem}; remove it or pass other -mch_files")
 
 
 def select_collections(paths: Iterable[Path], filters: Optional[Sequence[str]]) -> List[Path]:
@@ -320,7 +330,13 @@ def download_from_storage(settings, jit_ee_version: str, filters: Optional[Seque
             log_cache_hit(cache_dir)
             return cache_dir
         prefix = collections_prefix(jit_ee_version, settings.target_os, settings.mch_arch)
-        names = blobs.list_blobs(blobs.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT, account_url)
+        try:
+            names = blobs.list_blobs(blobs.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT, account_url)
+        except blobs.StorageUnreachable as exc:
+            if not allow_empty:
+                raise
+            log.warning("Warning: Azure Storage cannot be reached (%s); going on with the private stores only", exc)
+            return None
         selected = select_collection_blobs(names, jit_ee_version, settings.target_os, settings.mch_arch, filters)
         if not selected:
             where = blobs.blob_url(blobs.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT + prefix, account_url)
@@ -330,14 +346,14 @@ def download_from_storage(settings, jit_ee_version: str, filters: Optional[Seque
                 return None
             raise SuiteError(f"No Azure Storage MCH files to download from {where}{suffix}; "
                              "check -jit_ee_version, -target_os, -mch_arch and -filter, or pass -mch_files")
+        local_files = local_file_names(selected, cache_dir)
         cache_dir.mkdir(parents=True, exist_ok=True)
         kept: List[Path] = []
         items: List[downloads.DownloadItem] = []
         for name in selected:
-            file_name = name.rsplit("/", 1)[-1]
-            existing = fsutil.confined_path(cache_dir, extracted_name(file_name), "blob name", single_segment=True)
+            existing = local_files[name]
             if not force and existing.is_file():
-                log.debug("Already downloaded: %s", existing)
+                log.debug("Already downloaded: %s", one_line(str(existing)))
                 kept.append(existing)
                 continue
             items.append(downloads.DownloadItem(blobs.blob_url(blobs.COLLECTIONS_CONTAINER, name, account_url),
@@ -346,8 +362,44 @@ def download_from_storage(settings, jit_ee_version: str, filters: Optional[Seque
         results = downloads.download_files(items, settings.show_progress)
         downloaded = [path for paths in results if paths for path in paths]
         source = blobs.blob_url(blobs.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT + prefix, account_url)
+        refuse_unusable_downloads(kept + downloaded, source)
         write_manifest(cache_dir, merged_manifest(cache_dir, source, kept + downloaded, filters))
     return cache_dir
+
+
+def local_file_names(selected: Sequence[str], cache_dir: Path) -> Dict[str, Path]:
+    """The cache file each selected blob becomes; two blobs for one file (`x.mch` beside
+    `sub/x.mch` or `x.mch.zip`, or names equal up to case) are refused, naming both."""
+    files: Dict[str, Path] = {}
+    owners: Dict[str, str] = {}
+    for name in selected:
+        local = extracted_name(name.rsplit("/", 1)[-1])
+        path = fsutil.confined_path(cache_dir, local, "blob name", single_segment=True)
+        key = local.lower()
+        if key in owners:
+            raise SuiteError(f"the listing has two blobs for one cache file {one_line(local)!r}: "
+                             f"{one_line(owners[key])!r} and {one_line(name)!r}; refusing to download them "
+                             "(remove one from storage, or pass -mch_files with the one you want)")
+        owners[key] = name
+        files[name] = path
+    return files
+
+
+def refuse_unusable_downloads(files: Sequence[Path], source: str) -> None:
+    """Before the cache is recorded complete: each collection file is there once and starts
+    with the record magic; an unusable one is removed (so the next run fetches it again)."""
+    seen = set()
+    for path in files:
+        if path in seen:
+            raise SuiteError(f"two downloaded archives both hold {one_line(str(path))}; the cache is left "
+                             "incomplete (remove one of the blobs from storage)")
+        seen.add(path)
+        problem = collection_file_problem(path) if is_collection_name(path.name) else None
+        if problem:
+            path.unlink(missing_ok=True)
+            raise SuiteError(f"collection {one_line(path.name)!r} downloaded from {redaction.redact(source)} "
+                             f"{problem}; it was removed and the cache left incomplete; check the blob in storage "
+                             "or pass -mch_files")
 
 
 # ---------------------------------------------------------------- URLs and UNC paths in -mch_files
@@ -380,6 +432,7 @@ def fetch_url(spec: str, settings, force: bool,  # type: ignore[no-untyped-def]
             items.append(downloads.DownloadItem(companion, target, optional=True, keep_archive_in=keep_archives_in))
         results = downloads.download_files(items, settings.show_progress)
         files = [path for paths in results if paths for path in paths]
+        refuse_unusable_downloads(files, spec)
         write_manifest(target, CacheManifest(source=redaction.redact(spec.split("?", 1)[0]),
                                              files={p.relative_to(target).as_posix(): p.stat().st_size
                                                     for p in files}))

@@ -1,5 +1,6 @@
 """Azure Blob Storage basics (docs/contracts.md §11): the account URL, blob and listing
-URLs, anonymous listing (every page), HEAD, retries with backoff, and the error kinds.
+URLs, anonymous listing (every page, within the limits of §12.21), HEAD, retries with
+backoff, the redirect policy, and the error kinds.
 """
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import os
 import re
 import time
 import urllib.parse
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Set, Tuple, Type
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple, Type
 
 from spmi.base import platforms
 from spmi.base.errors import SuiteError
@@ -18,6 +20,7 @@ from spmi.base.errors import SuiteError
 if TYPE_CHECKING:  # imported where used: commands that never touch storage start faster
     pass
 from spmi.base.redaction import redact
+from spmi.base.untrusted import one_line
 
 log = logging.getLogger("superpmi")
 DEFAULT_ACCOUNT_URL = "https://clrjit2.blob.core.windows.net"
@@ -34,6 +37,10 @@ X_MS_VERSION = "2020-10-02"
 
 class StorageError(SuiteError):
     """A storage operation failed; the message is already free of secrets."""
+
+
+class StorageUnreachable(StorageError):
+    """Storage could not be reached at all (no network, DNS failure, connection refused)."""
 
 
 class BlobNotFound(StorageError):
@@ -122,9 +129,26 @@ def _is_ip_or_localhost(host: str) -> bool:
 
 
 def blob_url(container: str, name: str, account_url: Optional[str] = None) -> str:
-    """`<account>/<container>/<url-encoded name>` (slashes kept)."""
+    """`<account>/<container>/<url-encoded name>` (slashes kept).
+
+    A name the HTTP client would rewrite (a `.` or `..` segment) is refused here, before
+    any request (docs/contracts.md §12.21)."""
+    reason = url_rewriting_reason(name)
+    if reason:
+        raise StorageError(f"refusing blob name {one_line(repr(name))} in container {container}: it has {reason}, "
+                           "which would fetch another blob; check the listing or the name given")
     base = resolve_account_url(None) if account_url is None else account_url.rstrip("/")
     return f"{base}/{container}/{urllib.parse.quote(name, safe='/')}"
+
+
+def url_rewriting_reason(name: str) -> Optional[str]:
+    """Why a blob name would not reach the server as itself (None when it would)."""
+    segments = name.replace("\\", "/").split("/")
+    if any(segment == ".." for segment in segments):
+        return "a '..' component"
+    if any(segment == "." for segment in segments):
+        return "a '.' component"
+    return None
 
 
 def listing_url(account_url: str, container: str, prefix: str, marker: Optional[str] = None,
@@ -193,11 +217,92 @@ def _is_transient_status(status: int) -> bool:
     return status >= 500 or status in (408, 429)
 
 
+SMALL_BODY_DEADLINE = 120.0  # seconds for a whole listing page (docs/contracts.md §12.21)
+MAX_SMALL_BODY_BYTES = 64 * 1024 * 1024
+
+
+def _request_with_retries(session, method: str, url: str, retry: RetryPolicy, what: str,  # type: ignore[no-untyped-def]
+                          body_deadline: float = SMALL_BODY_DEADLINE, **kwargs: Any) -> Tuple[Any, bytes]:
+    """One small request, retried on transient failures; the final response and its body,
+    read within `body_deadline` seconds (a slower body is a failed attempt)."""
+    failures = 0
+    while True:
+        unreachable = False
+        try:
+            with refused_redirects(url):
+                response = session.request(method, url, timeout=DEFAULT_TIMEOUT, stream=True, **kwargs)
+            with response:
+                if not _is_transient_status(response.status_code):
+                    return response, _read_small_body(response, url, body_deadline)
+            problem = f"HTTP {response.status_code} {response.reason}"
+        except _SlowSmallBody as exc:
+            problem = str(exc)
+        except _transient_exceptions() as exc:
+            problem = _describe_exception(exc)
+            unreachable = _is_connection_failure(exc)
+        failures += 1
+        if failures >= retry.attempts:
+            kind = StorageUnreachable if unreachable else StorageError
+            raise kind(f"{what} failed after {failures} attempts ({problem}): {redact(url)}; "
+                       "check the network and -storage_url")
+        log.debug("%s: %s; retrying (%d/%d)", what, problem, failures, retry.attempts)
+        time.sleep(retry.delay(failures))
+
+
+class _SlowSmallBody(Exception):
+    """A small body that did not arrive within `SMALL_BODY_DEADLINE`."""
+
+
+def _read_small_body(response, url: str, deadline: float) -> bytes:  # type: ignore[no-untyped-def]
+    """The whole body, read as it arrives, within the deadline and the size limit."""
+    started = time.monotonic()
+    raw = response.raw
+    read = getattr(raw, "read1", None) or raw.read
+    pieces: List[bytes] = []
+    size = 0
+    while True:
+        piece = read(64 * 1024, decode_content=False)
+        if not piece:
+            return b"".join(pieces)
+        size += len(piece)
+        if size > MAX_SMALL_BODY_BYTES:
+            raise StorageError(f"{redact(url)} answered with more than {MAX_SMALL_BODY_BYTES:,} bytes; "
+                               "check -storage_url")
+        if time.monotonic() - started > deadline:
+            raise _SlowSmallBody(f"the body took longer than {deadline:g} s")
+        pieces.append(piece)
+
+
+def _is_connection_failure(exc: BaseException) -> bool:
+    """No answer at all: connection refused, DNS failure, no route, connect timeout."""
+    import requests
+    return isinstance(exc, (requests.ConnectionError, ConnectionError))
+
+
+# ---------------------------------------------------------------- redirects (docs/contracts.md §12.21)
+
+MAX_REDIRECTS = 10
+
+
 def new_session(pool_size: int = 16):  # type: ignore[no-untyped-def]
-    """A `requests` session with a connection pool big enough for the download workers."""
+    """A `requests` session with a connection pool big enough for the download workers; it
+    follows redirects only to the same scheme, host and port (`refused_redirect_reason`)."""
     import requests
     from requests.adapters import HTTPAdapter
-    session = requests.Session()
+
+    class _Session(requests.Session):
+        def get_redirect_target(self, resp):  # type: ignore[no-untyped-def]
+            target = super().get_redirect_target(resp)
+            if target is not None:
+                absolute = urllib.parse.urljoin(resp.url, target)
+                reason = refused_redirect_reason(resp.url, absolute)
+                if reason:
+                    raise StorageError(f"{redact(resp.url)} redirects to {one_line(redact(absolute))}: {reason}; "
+                                       "refusing to follow it (pass the final URL if you trust it)")
+            return target
+
+    session = _Session()
+    session.max_redirects = MAX_REDIRECTS
     adapter = HTTPAdapter(pool_connections=4, pool_maxsize=max(4, pool_size), max_retries=0)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
@@ -205,24 +310,27 @@ def new_session(pool_size: int = 16):  # type: ignore[no-untyped-def]
     return session
 
 
-def _request_with_retries(session, method: str, url: str, retry: RetryPolicy, what: str,  # type: ignore[no-untyped-def]
-                          **kwargs: Any):
-    """One small request, retried on transient failures; returns the final response."""
-    failures = 0
-    while True:
-        try:
-            response = session.request(method, url, timeout=DEFAULT_TIMEOUT, **kwargs)
-            if not _is_transient_status(response.status_code):
-                return response
-            problem = f"HTTP {response.status_code} {response.reason}"
-        except _transient_exceptions() as exc:
-            problem = _describe_exception(exc)
-        failures += 1
-        if failures >= retry.attempts:
-            raise StorageError(f"{what} failed after {failures} attempts ({problem}): {redact(url)}; "
-                               "check the network and -storage_url")
-        log.debug("%s: %s; retrying (%d/%d)", what, problem, failures, retry.attempts)
-        time.sleep(retry.delay(failures))
+def refused_redirect_reason(source: str, target: str) -> Optional[str]:
+    """Why a redirect from `source` to `target` is not followed (None when it is)."""
+    before, after = urllib.parse.urlsplit(source), urllib.parse.urlsplit(target)
+    if after.scheme.lower() not in ("http", "https"):
+        return f"a {after.scheme or 'schemeless'} URL is not storage"
+    if after.scheme.lower() != before.scheme.lower():
+        return "another scheme"
+    if (after.hostname, after.port) != (before.hostname, before.port):
+        return "another host"
+    return None
+
+
+@contextmanager
+def refused_redirects(url: str) -> Iterator[None]:
+    """A redirect loop (more than `MAX_REDIRECTS`) as one line naming `url`."""
+    import requests
+    try:
+        yield
+    except requests.TooManyRedirects:
+        raise StorageError(f"{redact(url)} redirects more than {MAX_REDIRECTS} times (a redirect loop); "
+                           "check the URL and -storage_url") from None
 
 
 def _describe_exception(exc: BaseException) -> str:
@@ -250,29 +358,44 @@ def _root_os_error(exc: BaseException) -> Optional[OSError]:
     return None
 
 
+MAX_LISTING_PAGES = 1000  # 5 million names at 5000 a page (docs/contracts.md §12.21)
+
+
 def list_blobs(container: str, prefix: str = "", account_url: Optional[str] = None,
                max_results: Optional[int] = None, session=None,  # type: ignore[no-untyped-def]
-               retry: Optional[RetryPolicy] = None) -> List[str]:
-    """Every blob name under `prefix`, following `NextMarker` to the end (§11.2)."""
+               retry: Optional[RetryPolicy] = None, max_pages: int = MAX_LISTING_PAGES,
+               page_deadline: float = SMALL_BODY_DEADLINE) -> List[str]:
+    """Every blob name under `prefix`, following `NextMarker` to the end (§11.2).
+
+    A marker that comes back a second time, or more than `max_pages` pages, ends the
+    listing with an error (docs/contracts.md §12.21): a listing that never ends is broken."""
     account_url = resolve_account_url(None) if account_url is None else account_url.rstrip("/")
     session = session or new_session()
     retry = retry or default_retry_policy()
     names: List[str] = []
     marker: Optional[str] = None
-    while True:
+    seen_markers: Set[str] = set()
+    for page_number in range(1, max_pages + 1):
         url = listing_url(account_url, container, prefix, marker, max_results)
-        response = _request_with_retries(session, "GET", url, retry, "Listing")
+        response, body = _request_with_retries(session, "GET", url, retry, "Listing", page_deadline)
         if response.status_code != 200:
             raise StorageError(f"listing {redact(url)} failed: HTTP {response.status_code} {response.reason}"
                                f"{_error_code_suffix(response)}; check -storage_url and the container name")
         try:
-            page, marker = parse_listing_page(response.content)
+            page, marker = parse_listing_page(body)
         except SyntaxError as exc:  # xml.etree.ElementTree.ParseError
             raise StorageError(f"listing {redact(url)} returned unreadable XML ({exc})") from exc
         names.extend(page)
         log.debug("Listed %d blobs from %s", len(page), redact(url))
         if marker is None:
             return names
+        if marker in seen_markers:
+            raise StorageError(f"listing {redact(url)} never ends: page {page_number} gives the marker "
+                               f"{one_line(repr(marker))} a second time; check -storage_url (the server is not "
+                               "Azure Blob Storage or is broken)")
+        seen_markers.add(marker)
+    raise StorageError(f"listing {redact(listing_url(account_url, container, prefix))} did not end within "
+                       f"{max_pages} pages; check -storage_url (the server is not Azure Blob Storage or is broken)")
 
 
 def _error_code_suffix(response) -> str:  # type: ignore[no-untyped-def]
@@ -294,7 +417,7 @@ def head_blob(url: str, session=None, retry: Optional[RetryPolicy] = None) -> Op
     """Size, ETag and MD5 of a blob; None when it does not exist (404)."""
     session = session or new_session()
     retry = retry or default_retry_policy()
-    response = _request_with_retries(session, "HEAD", url, retry, "Reading blob properties")
+    response, _ = _request_with_retries(session, "HEAD", url, retry, "Reading blob properties")
     if response.status_code == 404:
         return None
     _raise_for_final_status(response.status_code, response.reason, url)

@@ -1,6 +1,9 @@
 """Downloads (docs/contracts.md §11.3): several blobs and ranges of large blobs in
 parallel, resumable `.part` files, length and Content-MD5 checks, temporary name
 then rename, and `.zip` extraction on arrival.
+
+A body slower than `SlowBodyRule` allows is cut and retried; Ctrl-C and SIGTERM cut every
+body being read at once and remove the `.part` files (docs/contracts.md §12.21).
 """
 from __future__ import annotations
 
@@ -12,9 +15,10 @@ import shutil
 import threading
 import time
 import urllib.parse
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from spmi.base.fsutil import atomic_write_text, confined_path
 from spmi.base.progress import progress_bar
@@ -22,7 +26,8 @@ from spmi.base.progress import progress_bar
 if TYPE_CHECKING:  # imported where used: commands that never touch storage start faster
     from concurrent.futures import Future, ThreadPoolExecutor
 from spmi.base.redaction import redact
-from spmi.storage.archives import NotAZip, UnsafeArchive, extract_zip
+from spmi.base.untrusted import one_line
+from spmi.storage.archives import ExtractionStopped, NotAZip, UnsafeArchive, extract_zip
 from spmi.storage.blobs import (
     DEFAULT_TIMEOUT,
     PART_META_SUFFIX,
@@ -39,6 +44,7 @@ from spmi.storage.blobs import (
     default_retry_policy,
     head_blob,
     new_session,
+    refused_redirects,
 )
 
 log = logging.getLogger("superpmi")
@@ -76,11 +82,30 @@ DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
 DEFAULT_MAX_WORKERS = 8
 _READ_SIZE = 256 * 1024
 CORRUPT_BODY_RETRIES = 1  # a body whose MD5 does not match is downloaded once more within the run
+_WATCH_INTERVAL = 0.2  # seconds between looks at the bodies being read (cancel, slow bodies)
+
+
+@dataclass(frozen=True)
+class SlowBodyRule:
+    """A body must bring at least `min_bytes_per_second` on average over every `window_seconds`;
+    a slower one is cut and counts as a failed attempt even when some bytes came, so a
+    trickling server ends the download after the retry policy's attempts
+    (docs/contracts.md §12.21)."""
+
+    window_seconds: float = 60.0
+    min_bytes_per_second: float = 1024.0
+
+    def describe(self) -> str:
+        return f"less than {self.min_bytes_per_second:g} bytes/s over {self.window_seconds:g} s"
+
+
+DEFAULT_SLOW_BODY_RULE = SlowBodyRule()
 
 
 def download_files(items: Sequence[DownloadItem], show_progress: bool = False,
                    max_workers: int = DEFAULT_MAX_WORKERS, chunk_size: int = DEFAULT_CHUNK_SIZE,
-                   retry: Optional[RetryPolicy] = None, session=None) -> List[Optional[List[Path]]]:  # type: ignore[no-untyped-def]
+                   retry: Optional[RetryPolicy] = None, session=None,  # type: ignore[no-untyped-def]
+                   slow_body: SlowBodyRule = DEFAULT_SLOW_BODY_RULE) -> List[Optional[List[Path]]]:
     """Download `items` in parallel; per item the files produced (extracted files for a
     `.zip`), or None for an optional item that does not exist.
 
@@ -91,13 +116,72 @@ def download_files(items: Sequence[DownloadItem], show_progress: bool = False,
         return []
     for item in items:
         item.check_name()
+    refuse_shared_targets(items)
     downloader = _Downloader(session or new_session(max_workers * 2), max(1, max_workers),
-                             max(64 * 1024, chunk_size), retry or default_retry_policy(), show_progress)
+                             max(64 * 1024, chunk_size), retry or default_retry_policy(), show_progress, slow_body)
     return downloader.run(list(items))
+
+
+def refuse_shared_targets(items: Sequence[DownloadItem]) -> None:
+    """Two items that would write one local file (names compared without case, as Windows and
+    macOS do) are refused with one line naming both, before anything is fetched."""
+    seen: Dict[str, DownloadItem] = {}
+    for item in items:
+        key = os.path.normcase(os.path.abspath(item.target_dir / item.name)).lower()
+        other = seen.get(key)
+        if other is not None:
+            raise DownloadError(f"{one_line(redact(other.url))} and {one_line(redact(item.url))} would both be "
+                                f"saved as {one_line(str(item.target_dir / item.name))}; refusing to download "
+                                "either (check the listing or the URLs)")
+        seen[key] = item
 
 
 class _Cancelled(Exception):
     pass
+
+
+class _Body:
+    """A response body being read, watched from the waiting thread (cancel, slow bodies)."""
+
+    def __init__(self, response: Any) -> None:
+        self.response = response
+        self.received = 0
+        self.window_start = time.monotonic()
+        self.window_received = 0
+        self.too_slow = False
+        self.aborted = False
+
+    def abort(self) -> None:
+        """Stop a read in progress (and every later one) by shutting the socket down."""
+        if self.aborted:
+            return
+        self.aborted = True
+        _shut_down(self.response)
+
+    def check_speed(self, rule: SlowBodyRule, now: float) -> None:
+        if now - self.window_start < rule.window_seconds:
+            return
+        if self.received - self.window_received < rule.min_bytes_per_second * (now - self.window_start):
+            self.too_slow = True
+            self.abort()
+        self.window_start, self.window_received = now, self.received
+
+
+def _shut_down(response: Any) -> None:
+    """Shut down the socket under a `requests` response, from any thread: a read blocked on it
+    returns at once (both directions, which also wakes a reader on Windows)."""
+    import socket
+    raw: Any = getattr(response, "raw", None)
+    sock = getattr(getattr(raw, "_connection", None), "sock", None)  # urllib3 2.x
+    if sock is None:  # urllib3 1.x: the http.client response's socket
+        sock = getattr(getattr(getattr(getattr(raw, "_fp", None), "fp", None), "raw", None), "_sock", None)
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+        elif getattr(raw, "shutdown", None) is not None:
+            raw.shutdown()
+    except (OSError, ValueError, RuntimeError):
+        pass
 
 
 class _FileJob:
@@ -156,7 +240,7 @@ class _FileJob:
             self.done = {k: min(v, self.chunk_length(k)) for k, v in self.done.items() if 0 <= k < self.chunk_count}
             resumed = sum(self.done.values())
             if resumed:
-                log.info("Resuming %s from %d of %d bytes", self.item.name, resumed, self.info.length)
+                log.info("Resuming %s from %d of %d bytes", one_line(self.item.name), resumed, self.info.length)
         else:
             _remove_quietly(self.part)
             try:
@@ -216,6 +300,23 @@ class _FileJob:
             return self.remaining_chunks == 0
 
 
+class _TooSlow(_Transient):
+    """A body the watcher cut for being slower than `SlowBodyRule` allows."""
+
+
+def _pieces(raw: Any) -> Iterator[bytes]:
+    """The body as it arrives (`read1`: whatever came, up to `_READ_SIZE`), so progress is seen at once."""
+    read1 = getattr(raw, "read1", None)
+    if read1 is None:  # urllib3 1.x
+        yield from raw.stream(64 * 1024, decode_content=False)
+        return
+    while True:
+        piece = read1(_READ_SIZE, decode_content=False)
+        if not piece:
+            return
+        yield piece
+
+
 def _url_without_query(url: str) -> str:
     return url.split("?", 1)[0]
 
@@ -247,15 +348,19 @@ def _remove_quietly(path: Path) -> None:
 
 class _Downloader:
     def __init__(self, session, workers: int, chunk_size: int, retry: RetryPolicy,  # type: ignore[no-untyped-def]
-                 show_progress: bool) -> None:
+                 show_progress: bool, slow_body: SlowBodyRule = DEFAULT_SLOW_BODY_RULE) -> None:
         self.session = session
         self.workers = workers
         self.chunk_size = chunk_size
         self.retry = retry
         self.show_progress = show_progress
+        self.slow_body = slow_body
         self.cancel = threading.Event()
         self.bar: Any = None
         self.bar_lock = threading.Lock()
+        self.bodies: Set[_Body] = set()
+        self.bodies_lock = threading.Lock()
+        self.jobs: List[_FileJob] = []
 
     # ---------------------------------------------------------------- orchestration
 
@@ -267,10 +372,11 @@ class _Downloader:
             jobs: List[Optional[_FileJob]] = [None if info is None else _FileJob(item, info, self.chunk_size)
                                               for item, info in zip(items, infos)]
             present = [job for job in jobs if job is not None]
+            self.jobs = present
             already = sum(job.prepare() for job in present)
             total = sum(job.info.length for job in present)
             for job in present:
-                log.info("Download: %s -> %s", redact(job.item.url), job.item.target_dir / job.item.name)
+                log.info("Download: %s -> %s", redact(job.item.url), one_line(str(job.item.target_dir / job.item.name)))
             self.bar = progress_bar(total, "Downloading", enabled=self.show_progress)
             try:
                 self.bar.update(already)
@@ -287,26 +393,45 @@ class _Downloader:
 
     def _gather(self, pool: ThreadPoolExecutor, futures: List["Future[Any]"]) -> List[Any]:
         """Wait for all; on the first failure (or Ctrl-C) stop the others and re-raise it."""
-        from concurrent.futures import FIRST_EXCEPTION, wait
         try:
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            self._watch_until_done(futures)
             failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
             if failed:
-                self.cancel.set()
-                for future in futures:
-                    future.cancel()
-                wait(futures)
+                self._stop_all(futures)
                 errors = [f.exception() for f in futures
                           if f.done() and not f.cancelled() and f.exception() is not None]
                 real = [e for e in errors if not isinstance(e, _Cancelled)]
                 raise (real or errors)[0]  # type: ignore[misc]
             return [f.result() for f in futures]
         except KeyboardInterrupt:
-            self.cancel.set()
-            for future in futures:
-                future.cancel()
-            wait(futures)
+            self._stop_all(futures)
+            for job in self.jobs:  # an interrupted run leaves no partial file (§12.20)
+                if job.result is None:
+                    self._discard(job)
             raise
+
+    def _watch_until_done(self, futures: List["Future[Any]"]) -> None:
+        """Wait for all (or the first failure), cutting bodies that are too slow meanwhile."""
+        from concurrent.futures import FIRST_EXCEPTION, wait
+        while True:
+            _, pending = wait(futures, timeout=_WATCH_INTERVAL, return_when=FIRST_EXCEPTION)
+            if not pending or any(f.done() and not f.cancelled() and f.exception() is not None for f in futures):
+                return
+            now = time.monotonic()
+            with self.bodies_lock:
+                for body in self.bodies:
+                    body.check_speed(self.slow_body, now)
+
+    def _stop_all(self, futures: List["Future[Any]"]) -> None:
+        """Cancel what has not started and cut every body being read; wait for the threads."""
+        from concurrent.futures import wait
+        self.cancel.set()
+        for future in futures:
+            future.cancel()
+        with self.bodies_lock:
+            for body in self.bodies:
+                body.abort()
+        wait(futures)
 
     def _probe(self, item: DownloadItem) -> Optional[BlobInfo]:
         info = head_blob(item.url, self.session, self.retry)
@@ -314,7 +439,7 @@ class _Downloader:
             if item.optional:
                 log.debug("Optional %s not found (HTTP 404); skipping", redact(item.url))
                 return None
-            raise BlobNotFound(f"{item.name} not found (HTTP 404): {redact(item.url)}")
+            raise BlobNotFound(f"{one_line(item.name)} not found (HTTP 404): {redact(item.url)}")
         return info
 
     # ---------------------------------------------------------------- one range
@@ -334,11 +459,11 @@ class _Downloader:
                     self._stream_range(job, index, offset, end)
                 except _Transient as exc:
                     made_progress = start + job.progress(index) > before
-                    failures = 1 if made_progress else failures + 1
+                    failures = 1 if made_progress and not isinstance(exc, _TooSlow) else failures + 1
                     if failures >= self.retry.attempts:
-                        raise DownloadError(f"downloading {job.item.name} failed after {failures} attempts "
+                        raise DownloadError(f"downloading {one_line(job.item.name)} failed after {failures} attempts "
                                             f"({exc}): {redact(job.item.url)}; run again to resume") from None
-                    log.debug("%s bytes %d-%d: %s; retrying (%d/%d)", job.item.name, offset, end, exc,
+                    log.debug("%s bytes %d-%d: %s; retrying (%d/%d)", one_line(job.item.name), offset, end, exc,
                               failures, self.retry.attempts)
                     self._sleep(self.retry.delay(failures))
         except BaseException:
@@ -359,32 +484,56 @@ class _Downloader:
             headers["If-Match"] = job.info.etag
         expected = end - offset + 1
         try:
-            response = self.session.get(job.item.url, headers=headers, stream=True, timeout=DEFAULT_TIMEOUT)
+            with refused_redirects(job.item.url):
+                response = self.session.get(job.item.url, headers=headers, stream=True, timeout=DEFAULT_TIMEOUT)
         except _transient_exceptions() as exc:
             raise _Transient(_describe_exception(exc)) from None
-        with response:
+        body = _Body(response)
+        with response, self._watched(body):
             self._check_range_response(job, response, offset, end)
             written = 0
             try:
                 with job.part.open("r+b") as handle:
                     handle.seek(offset)
-                    for piece in response.raw.stream(_READ_SIZE, decode_content=False):
+                    for piece in _pieces(response.raw):
                         if self.cancel.is_set():
                             raise _Cancelled()
                         if written + len(piece) > expected:
-                            raise DownloadError(f"{job.item.name}: server sent more than the {expected} bytes "
+                            raise DownloadError(f"{one_line(job.item.name)}: server sent more than the {expected} bytes "
                                                 f"asked for: {redact(job.item.url)}")
                         try:
                             handle.write(piece)
                         except OSError as exc:
                             raise DownloadError(cannot_write_message(job.part, exc)) from None
                         written += len(piece)
+                        body.received = written
                         job.add_progress(index, len(piece))
                         self._advance(len(piece))
             except _transient_exceptions() as exc:
+                self._raise_if_cut(body)
                 raise _Transient(_describe_exception(exc)) from None
         if written < expected:
+            self._raise_if_cut(body)
             raise _Transient(f"body ended after {written} of {expected} bytes")
+
+    @contextmanager
+    def _watched(self, body: _Body) -> Iterator[None]:
+        with self.bodies_lock:
+            self.bodies.add(body)
+        if self.cancel.is_set():
+            body.abort()
+        try:
+            yield
+        finally:
+            with self.bodies_lock:
+                self.bodies.discard(body)
+
+    def _raise_if_cut(self, body: _Body) -> None:
+        """A body cut by the watcher: cancelled, or too slow (a failed attempt)."""
+        if self.cancel.is_set():
+            raise _Cancelled()
+        if body.too_slow:
+            raise _TooSlow(f"body slower than the minimum ({self.slow_body.describe()})")
 
     def _check_range_response(self, job: _FileJob, response, offset: int, end: int) -> None:  # type: ignore[no-untyped-def]
         status = response.status_code
@@ -397,7 +546,7 @@ class _Downloader:
         if _is_transient_status(status):
             raise _Transient(f"HTTP {status} {response.reason}")
         if status == 412:
-            raise DownloadError(f"{job.item.name} changed on the server during the download: "
+            raise DownloadError(f"{one_line(job.item.name)} changed on the server during the download: "
                                 f"{redact(job.item.url)}; run again")
         if status == 200:
             raise DownloadError(f"the server ignored the range request for {redact(job.item.url)}")
@@ -414,7 +563,7 @@ class _Downloader:
         actual = job.part.stat().st_size
         if actual != job.info.length:
             self._discard(job)
-            raise DownloadError(f"{job.item.name}: got {actual} bytes, Content-Length says {job.info.length}: "
+            raise DownloadError(f"{one_line(job.item.name)}: got {actual} bytes, Content-Length says {job.info.length}: "
                                 f"{redact(job.item.url)}; run again")
         if job.md5 is not None:
             job.hash_finished_front(wait=True)
@@ -423,16 +572,18 @@ class _Downloader:
                 self._discard(job)
                 if job.body_retries < CORRUPT_BODY_RETRIES:
                     log.warning("Warning: %s: MD5 %s does not match Content-MD5 %s; downloading it again",
-                                job.item.name, digest, job.info.content_md5)
+                                one_line(job.item.name), digest, job.info.content_md5)
                     self._download_again(job)
                     return
-                raise DownloadError(f"{job.item.name}: MD5 {digest} does not match Content-MD5 "
+                raise DownloadError(f"{one_line(job.item.name)}: MD5 {digest} does not match Content-MD5 "
                                     f"{job.info.content_md5}: {redact(job.item.url)}; the download was "
                                     f"discarded after {job.body_retries + 1} attempts, run again")
         target = job.item.target_dir / job.item.name
         if job.item.should_extract:
             try:
-                job.result = extract_zip(job.part, job.item.target_dir, display_name=job.item.name)
+                job.result = extract_zip(job.part, job.item.target_dir, display_name=job.item.name, stop=self.cancel)
+            except ExtractionStopped:
+                raise _Cancelled() from None
             except (UnsafeArchive, NotAZip) as exc:
                 self._discard(job)
                 raise type(exc)(f"{exc}; the download was discarded") from None
