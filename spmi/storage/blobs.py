@@ -445,20 +445,12 @@ def _raise_for_final_status(status: int, reason: str, url: str) -> None:
 
 def read_small_blob(url: str, max_bytes: int, session=None,  # type: ignore[no-untyped-def]
                     retry: Optional[RetryPolicy] = None) -> bytes:
-    """The whole body of a small blob (a record, a manifest); refused unread when larger than `max_bytes`."""
+    """The whole body of a small blob (a record, a manifest); refused when larger than `max_bytes`
+    (the small-request rules cap what is read at all)."""
     session = session or new_session()
     retry = retry or default_retry_policy()
-    response = _request_with_retries(session, "GET", url, retry, "Reading a blob", stream=True)
-    try:
-        _raise_for_final_status(response.status_code, response.reason, url)
-        length = response.headers.get("Content-Length")
-        if length is not None and length.isdigit() and int(length) > max_bytes:
-            raise DownloadError(f"{redact(url)} is {int(length):,} bytes, more than the {max_bytes:,} allowed")
-        body = bytearray()
-        for chunk in response.iter_content(64 * 1024):
-            body += chunk
-            if len(body) > max_bytes:
-                raise DownloadError(f"{redact(url)} is more than the {max_bytes:,} bytes allowed")
-        return bytes(body)
-    finally:
-        response.close()
+    response, body = _request_with_retries(session, "GET", url, retry, "Reading a blob")
+    _raise_for_final_status(response.status_code, response.reason, url)
+    if len(body) > max_bytes:
+        raise DownloadError(f"{redact(url)} is {len(body):,} bytes, more than the {max_bytes:,} allowed")
+    return body
