@@ -142,6 +142,10 @@ def test_code_block_cannot_be_closed_from_inside():
 def test_own_logging_commands_carry_no_second_command():
     line = cioutput.azdo_log_issue("error", f"assert in x.mch: {INJECT}\r\n::error::e")
     assert_no_foreign_commands(line)
+    for line_break in LINE_BREAKS:
+        line = cioutput.azdo_log_issue("error", f"assert in x.mch{line_break}\u00a0::error::e")
+        assert_no_foreign_commands(line)
+        assert len(line.splitlines()) == 1 and "::error::e" in line
     assert cioutput.azdo_group(f"step {INJECT}").count("##") == 2  # `##[group]` + the broken `##vso［`
 
 
