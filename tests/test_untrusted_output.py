@@ -501,3 +501,25 @@ def test_work_item_markdown_cannot_close_the_pages_sections_or_link_to_scripts(t
     assert not re.search(r"(?<!\\)\[ref\]:", outside_code)
     assert "[fine](https://example.com/x)" in outside_code and "[anchor](#top)" in outside_code
     assert "alert(1)" in outside_code and "alert(5)" in outside_code  # the text stays readable
+
+
+def test_log_messages_take_values_as_arguments():
+    """The one-line rule applies to a log call's arguments: a message built with an f-string, `%` or
+    `.format` would carry its values past it. Every message is a literal (or a named constant)."""
+    import ast
+    sources = sorted((REPO / "spmi").rglob("*.py")) + sorted(REPO.glob("*.py"))
+    levels = {"debug", "info", "warning", "error", "exception", "critical"}
+    built, checked = [], 0
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id in ("log", "logger")):
+                continue
+            position = 1 if node.func.attr == "log" else 0 if node.func.attr in levels else None
+            if position is None or len(node.args) <= position:
+                continue
+            message = node.args[position]
+            checked += 1
+            if not isinstance(message, (ast.Constant, ast.Name, ast.Attribute)):
+                built.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert checked > 150 and built == []
