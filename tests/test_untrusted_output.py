@@ -523,3 +523,21 @@ def test_log_messages_take_values_as_arguments():
             if not isinstance(message, (ast.Constant, ast.Name, ast.Attribute)):
                 built.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert checked > 150 and built == []
+
+
+def test_listed_collection_name_with_a_newline_is_one_line(tmp_path):
+    """`list-collections --local` prints each name on one line, without a command (`\\n\\u00a0::…` in a name)."""
+    guid = "11112222-3333-4444-5555-666677778888"
+    cache = tmp_path / "spmi" / "mch" / f"{guid}.linux.x64"
+    cache.mkdir(parents=True)
+    name = "a\n\u00a0::add-mask::x\u2028\u3000::error::e.mch"
+    (cache / name).write_bytes(b"not opened by the listing")
+    argv = [sys.executable, str(REPO / "superpmi.py"), "list-collections", "--local", "-spmi_location",
+            str(tmp_path / "spmi"), "-jit_ee_version", guid, "--no_progress", "-target_os", "linux",
+            "-target_arch", "x64", "-mch_arch", "x64"]
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_BUILD", "SUPERPMI_PRIVATE_STORE")}
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert_no_foreign_commands(proc.stdout + proc.stderr)
+    printed = [line for line in proc.stdout.splitlines() if not line.startswith("[")]
+    assert printed == [f"1 collections for {guid}/linux/x64/", untrusted.one_line(str(cache / name))]
