@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Mapping, Optional, Union
 
-from spmi.base.untrusted import break_azdo_prefixes, neutralize_commands
+from spmi.base.untrusted import LINE_BREAKS, break_azdo_prefixes, neutralize_commands
 
 log = logging.getLogger("superpmi")
 PathLike = Union[str, "os.PathLike[str]"]
+_OTHER_LINE_BREAK_RE = re.compile("[" + LINE_BREAKS.replace("\n", "").replace("\r", "") + "]")
 
 
 def azdo_escape_data(value: str) -> str:
     """Logging-command message/value text must be one line (docs/contracts.md §12.17) and
-    carry no command of its own (§12.20)."""
-    return break_azdo_prefixes(value).replace("%", "%AZP25").replace("\r", "%0D").replace("\n", "%0A")
+    carry no command of its own (§12.20): CR/LF escaped, every other line break a space."""
+    escaped = break_azdo_prefixes(value).replace("%", "%AZP25").replace("\r", "%0D").replace("\n", "%0A")
+    return _OTHER_LINE_BREAK_RE.sub(" ", escaped)
 
 
 def azdo_escape_property(value: str) -> str:

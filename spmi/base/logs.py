@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import Callable, Mapping, Optional, Union
 
 from spmi.base import redaction, untrusted
 from spmi.base.errors import SuiteError, Terminated
@@ -20,29 +20,64 @@ log = logging.getLogger("superpmi")
 
 
 SUITE_COMMAND = {"suite_command": True}  # `extra=` of a record that carries one of the suite's own commands
+MULTI_LINE = {"multi_line": True}  # `extra=` of a record whose values keep their lines (`log_block`)
+
+
+def _one_line_value(value: object) -> object:
+    """A log argument as the one-line rule wants it: numbers stay numbers (for `%d`), all else one line."""
+    if isinstance(value, (int, float)):
+        return value
+    return untrusted.one_line(value)
 
 
 class CommandNeutralizingFilter(logging.Filter):
-    """No record of the suite's logger carries a pipeline command (`##vso[`, `##[`, a line
-    starting with `::`) unless it is marked as the suite's own (docs/contracts.md §12.20)."""
+    """The one place log records are made safe for the console (docs/architecture.md,
+    "Untrusted text"): every value interpolated into a message (`%s` arguments: names,
+    paths, reasons, exceptions) is put on one line, and the whole message, and any
+    traceback, carries no pipeline command (`##vso[`, `##[`, a line starting with `::` after
+    any whitespace). A child's output dumped as one block (`log_block`) keeps its lines, each
+    of them neutralised.
+
+    It runs first on the suite's logger (before redaction formats the message) and again on
+    the suite's handlers, for any record that reaches them another way."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "suite_command", False):
             return True
+        if getattr(record, "multi_line", False):
+            pass
+        elif isinstance(record.args, tuple):
+            record.args = tuple(_one_line_value(value) for value in record.args)
+        elif isinstance(record.args, Mapping):
+            record.args = {key: _one_line_value(value) for key, value in record.args.items()}
         try:
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a bad format string must not hide the record
             message = str(record.msg)
         record.msg = untrusted.neutralize_commands(message)
         record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = untrusted.neutralize_commands(record.exc_text)
+        if record.stack_info:
+            record.stack_info = untrusted.neutralize_commands(record.stack_info)
         return True
 
 
 def install_command_filter(logger: logging.Logger) -> None:
+    """Put the filter first on `logger` (before the redacting filter joins message and values)."""
     if not any(isinstance(f, CommandNeutralizingFilter) for f in logger.filters):
-        logger.addFilter(CommandNeutralizingFilter())
+        logger.filters.insert(0, CommandNeutralizingFilter())
+
+
+def log_block(level: int, heading: str, text: str) -> None:
+    """Multi-line text (a child's output) as one record: `heading` (one line, when given), then
+    the text's lines, each free of pipeline commands."""
+    if heading:
+        log.log(level, "%s\n%s", untrusted.one_line(heading), text, extra=MULTI_LINE)
+    else:
+        log.log(level, "%s", text, extra=MULTI_LINE)
 
 
 install_command_filter(log)
@@ -90,12 +125,14 @@ def setup_logging(console_level: int, log_file: Optional[Path]) -> None:
     console = _StdoutHandler()
     console.setLevel(console_level)
     console.setFormatter(_ConsoleFormatter())
+    console.addFilter(CommandNeutralizingFilter())
     log.addHandler(console)
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         handler = logging.FileHandler(log_file, mode="a", encoding="utf-8")
         handler.setLevel(logging.DEBUG)
         handler.setFormatter(_ConsoleFormatter())
+        handler.addFilter(CommandNeutralizingFilter())
         log.addHandler(handler)
         log.info("================ Logging to %s", log_file)
 

@@ -7,6 +7,8 @@ import os
 import sys
 from typing import Optional, Union
 
+from spmi.base import untrusted
+
 log = logging.getLogger("superpmi")
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -21,5 +23,5 @@ def progress_enabled(no_progress: bool, stream: object = None) -> bool:
 def progress_bar(total: Optional[float], desc: str, unit: str = "B", enabled: bool = True):  # type: ignore[no-untyped-def]
     from tqdm import tqdm
     scale = unit == "B"
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=scale, unit_divisor=1024 if scale else 1000,
+    return tqdm(total=total, desc=untrusted.console_line(desc), unit=unit, unit_scale=scale, unit_divisor=1024 if scale else 1000,
                 disable=not enabled, leave=False)

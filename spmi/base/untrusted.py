@@ -1,14 +1,18 @@
-"""Text from outside the suite, made harmless where it lands (docs/contracts.md §12.20).
+"""Text from outside the suite, made harmless where it lands (docs/architecture.md, "Untrusted text").
 
 * `neutralize_commands`: console text never carries an Azure Pipelines logging command
-  (`##vso[`, `##[` anywhere in a line; a bare CR also ends a line) nor a GitHub workflow
-  command (`::` at a line start, after whitespace).
-* `one_line`: CR/LF and other control characters become spaces.
-* `escape_md_inline`: a name or message placed in markdown: HTML-escaped, table pipes,
-  emphasis, code-span and link characters escaped, a leading heading/list/quote marker
-  escaped, one line.
+  (`##vso[`, `##[` anywhere in a line) nor a GitHub workflow command (`::` at a line start,
+  after any Unicode whitespace); every Unicode line break ends a line.
+* `one_line`: line breaks and other control characters become spaces; `console_line`: one
+  line without a command (for a value printed on its own).
+* `escape_md_inline`: THE escape for an untrusted value in a line of markdown (table cell,
+  option list, name after a heading marker): HTML-escaped, table pipes, emphasis, code-span
+  and link characters escaped, a leading heading/list/quote marker escaped, one line.
+  `escape_md_code`: the same value as an inline code span.
 * `sanitize_markdown`: markdown written by a work item or a tool: only the suite's own
-  tags (`ALLOWED_TAGS`) stay raw, every other tag is escaped; fenced code is left as is.
+  tags (`ALLOWED_TAGS`) stay raw, and only balanced (a closing tag that closes nothing is
+  escaped, tags left open are closed at the end); links go only to http(s), mailto and
+  `#` targets; fenced code is left as is.
 """
 from __future__ import annotations
 
@@ -16,10 +20,16 @@ import html
 import re
 from typing import List, Optional, Sequence, Tuple
 
+#: every line break some reader splits on (`str.splitlines`: LF, CR, VT, FF, FS, GS, RS, NEL, LS, PS)
+LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+#: characters a runner may trim besides `str.isspace()` ones (zero-width and BOM)
+INVISIBLE_SPACE = "\u180e\u200b\u200c\u200d\u2060\ufeff"
+
 # A visible marker that breaks the prefix: the agent and the runner no longer see a command.
 _AZDO_PREFIX_RE = re.compile(r"##(vso)?\[", re.IGNORECASE)
-_GITHUB_LINE_START_RE = re.compile(r"^([ \t]*)::", re.MULTILINE)
-_LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
+# At a line start: any whitespace `str.isspace()` knows (`\s` in a str pattern), or an invisible space.
+_GITHUB_LINE_START_RE = re.compile(r"^((?:[^\S\n]|[" + INVISIBLE_SPACE + r"])*)::", re.MULTILINE)
+_LINE_BREAK_RE = re.compile(r"\r\n|[" + LINE_BREAKS + r"]")
 
 
 def _break_azdo_prefix(match: "re.Match[str]") -> str:
@@ -32,21 +42,27 @@ def break_azdo_prefixes(text: str) -> str:
 
 
 def neutralize_commands(text: str) -> str:
-    """`text` for the console: no `##vso[`/`##[` anywhere, no line starting with `::`.
+    """`text` for the console: no `##vso[`/`##[` anywhere, no line starting with `::` after
+    any whitespace.
 
-    Line structure is kept (a bare CR becomes LF, so what the agent sees as a line is what
-    was checked)."""
+    Line structure is kept (every Unicode line break, a bare CR too, becomes LF, so what the
+    agent or runner sees as a line is what was checked)."""
     text = _LINE_BREAK_RE.sub("\n", text)
     text = break_azdo_prefixes(text)
     return _GITHUB_LINE_START_RE.sub(lambda m: m.group(1) + ":\u200b:", text)
 
 
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
-def one_line(text: str) -> str:
-    """CR, LF and other control characters become single spaces."""
+def one_line(text: object) -> str:
+    """Every line break (CR, LF, NEL, LS, PS, ...) and other control character becomes a space."""
     return _CONTROL_RE.sub(" ", str(text))
+
+
+def console_line(text: object) -> str:
+    """An untrusted value printed as one console line: one line, no pipeline command."""
+    return neutralize_commands(one_line(text))
 
 
 _MD_INLINE_RE = re.compile(r"([\\`*|\[\]~])")
@@ -54,22 +70,29 @@ _MD_LINE_START_RE = re.compile(r"^(\s*)([#>+=-]|\d+[.)])")
 _UNDERSCORE_EDGE_RE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 
 
-def escape_html_inline(text: str) -> str:
+def escape_html_inline(text: object) -> str:
     """Untrusted text inside an HTML element that is not markdown (`<summary>`): one line,
     `&<>"` escaped, no pipeline command."""
     flat = neutralize_commands(" ".join(one_line(text).split()))
     return html.escape(flat, quote=False).replace('"', "&quot;")
 
 
-def escape_md_inline(text: str, line_start: bool = False) -> str:
-    """Untrusted text inside a line of markdown (table cell, list item, after a heading marker):
-    HTML-escaped, markdown punctuation escaped, one line; with `line_start`, a leading
-    heading/list/quote marker is escaped too."""
+def escape_md_inline(text: object, line_start: bool = False) -> str:
+    """Untrusted text inside a line of markdown (table cell, JIT options, list item, after a
+    heading marker): HTML-escaped, markdown punctuation escaped, one line; with `line_start`,
+    a leading heading/list/quote marker is escaped too. Every markdown writer uses this one."""
     escaped = _MD_INLINE_RE.sub(r"\\\1", escape_html_inline(text))
     escaped = _UNDERSCORE_EDGE_RE.sub(r"\\_", escaped)
     if line_start:
         escaped = _MD_LINE_START_RE.sub(lambda m: m.group(1) + "\\" + m.group(2), escaped)
     return escaped
+
+
+def escape_md_code(text: object) -> str:
+    """Untrusted text as an inline code span that stays one span: one line, no backtick
+    inside (`'` instead), no pipeline command, no `<` that opens an HTML element."""
+    flat = " ".join(one_line(text).replace("`", "'").split())
+    return "`" + escape_html_elements(neutralize_commands(flat)) + "`"
 
 
 # Elements that run code, load content or take input: inside code their text is literal,
@@ -102,18 +125,69 @@ def code_block(lines: Sequence[str], info: str = "") -> str:
 
 ALLOWED_TAGS = frozenset({"details", "summary", "div", "span", "br", "pre", "code", "sub", "sup", "b", "i",
                           "em", "strong", "p", "hr", "table", "thead", "tbody", "tr", "th", "td", "ul", "ol", "li"})
+VOID_TAGS = frozenset({"br", "hr"})
 _SAFE_STYLE_RE = re.compile(r"^[A-Za-z0-9#:;.,()% -]*$")
-_ALLOWED_TAG_RE = re.compile(r'<(/?)([A-Za-z][A-Za-z0-9]*)(\s+style="([^"<>]*)")?\s*/?>')
+_ALLOWED_TAG_RE = re.compile(r'<(/?)([A-Za-z][A-Za-z0-9]*)(\s+style="([^"<>]*)")?\s*(/?)>')
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 
 
 def _is_allowed_tag(match: "re.Match[str]") -> bool:
-    closing, name, style_attr, style = match.groups()
+    closing, name, style_attr, style, _ = match.groups()
     if name.lower() not in ALLOWED_TAGS:
         return False
     if style_attr and (closing or not _SAFE_STYLE_RE.match(style) or re.search(r"url|expression", style, re.I)):
         return False
     return True
+
+
+def _keeps_balance(match: "re.Match[str]", open_tags: List[str]) -> bool:
+    """An allowed tag stays only if the tags stay balanced: a closing tag must close the
+    innermost open one (so the text cannot close the page's own sections), `<x/>` is
+    refused for non-void tags (browsers read it as an opening tag); `open_tags` is updated."""
+    closing, name, self_closing = match.group(1), match.group(2).lower(), match.group(5)
+    if name in VOID_TAGS:
+        return not closing
+    if self_closing:
+        return False
+    if not closing:
+        open_tags.append(name)
+        return True
+    if open_tags and open_tags[-1] == name:
+        open_tags.pop()
+        return True
+    return False
+
+
+# Link targets a reader may follow: web and mail addresses, anchors, plain relative names;
+# anything else with a scheme, entity, percent or backslash character (`javascript:`,
+# `jav&#97;script:`, `javascript\:`) is refused, and so is a target left for the next line.
+_SAFE_LINK_RE = re.compile(r"(?:https?://|mailto:|#)", re.IGNORECASE)
+_SCHEME_HINT_RE = re.compile(r"[:&%\\]")
+_INLINE_LINK_RE = re.compile(r"(?<!\\)((?:\\\\)*)\](\(\s*<?\s*)([^\s)>]*)")
+_REFERENCE_DEFINITION_RE = re.compile(r"(?<!\\)((?:\\\\)*)(\[[^\]]*\]:\s*<?\s*)(\S*)")
+
+
+def is_safe_link_target(target: str, rest: str = ")") -> bool:
+    """`target` (what follows the link's `(` or the definition's `:`; `rest` the text after it)."""
+    if not target:
+        return rest.lstrip().startswith((")", '"', "'"))
+    return bool(_SAFE_LINK_RE.match(target)) or not _SCHEME_HINT_RE.search(target)
+
+
+def neutralize_unsafe_links(line: str) -> str:
+    """`[text](target)`, `![alt](target)` and `[ref]: target` whose target is not safe lose their
+    link syntax (the bracket is escaped): the text stays readable, nothing can be clicked."""
+    def inline(match: "re.Match[str]") -> str:
+        if is_safe_link_target(match.group(3), line[match.end():]):
+            return match.group(0)
+        return match.group(1) + "\\]" + match.group(2) + match.group(3)
+
+    def definition(match: "re.Match[str]") -> str:
+        if is_safe_link_target(match.group(3), line[match.end():] or "x"):
+            return match.group(0)
+        return match.group(1) + "\\" + match.group(2) + match.group(3)
+
+    return _REFERENCE_DEFINITION_RE.sub(definition, _INLINE_LINK_RE.sub(inline, line))
 
 
 _CODE_OR_TAG_RE = re.compile(r"(?<!\\)(?:\\\\)*(`+)|<(?=[A-Za-z/!?])")
@@ -127,9 +201,11 @@ def _code_span_end(line: str, start: int, run: str) -> int:
     return -1
 
 
-def escape_disallowed_tags(line: str) -> str:
-    """Every `<` that opens something other than an allowed tag becomes `&lt;`; inline code
-    spans closed on the same line are left as they are (their text is literal)."""
+def escape_disallowed_tags(line: str, open_tags: Optional[List[str]] = None) -> str:
+    """Every `<` that opens something other than an allowed, balanced tag becomes `&lt;`;
+    inline code spans closed on the same line are left as they are (their text is literal).
+    `open_tags` carries the open allowed tags from line to line."""
+    open_tags = [] if open_tags is None else open_tags
     out: List[str] = []
     position = 0
     while True:
@@ -145,7 +221,7 @@ def escape_disallowed_tags(line: str) -> str:
         start = match.start()
         allowed = _ALLOWED_TAG_RE.match(line, start)
         out.append(line[position:start])
-        if allowed and _is_allowed_tag(allowed):
+        if allowed and _is_allowed_tag(allowed) and _keeps_balance(allowed, open_tags):
             out.append(allowed.group(0))
             position = allowed.end()
         else:
@@ -179,10 +255,12 @@ def _closes_fence(line: str, fence: Tuple[str, int]) -> bool:
 
 
 def sanitize_markdown(text: str) -> str:
-    """Markdown from outside: tags other than `ALLOWED_TAGS` escaped outside code fences,
-    no pipeline command, an unclosed fence closed at the end."""
+    """Markdown from outside: outside code fences, tags other than `ALLOWED_TAGS` and unbalanced
+    ones escaped, unsafe links unlinked; no pipeline command; an unclosed fence, and tags left
+    open, closed at the end (the text can neither close nor swallow what follows it)."""
     lines = _LINE_BREAK_RE.split(text)
     out: List[str] = []
+    open_tags: List[str] = []
     fence: Optional[Tuple[str, int]] = None
     previous_blank = True
     for line in lines:
@@ -197,8 +275,10 @@ def sanitize_markdown(text: str) -> str:
             fence = opening
             out.append(line)
             continue
-        out.append(escape_disallowed_tags(line))
+        out.append(escape_disallowed_tags(neutralize_unsafe_links(line), open_tags))
         previous_blank = not line.strip()
     if fence is not None:
         out.append(fence[0] * fence[1])
+    if open_tags:
+        out.extend(["", "".join(f"</{name}>" for name in reversed(open_tags))])
     return neutralize_commands("\n".join(out))

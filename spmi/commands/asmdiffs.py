@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from spmi.analyzer import cli as analyzer_cli
-from spmi.base import config, fsutil, platforms, runner
+from spmi.base import config, fsutil, logs, platforms, runner
 from spmi.base.errors import SuiteError
 from spmi.formats import details
 from spmi.reports import asm_analysis, asm_markdown, asm_model, asm_overall, html_build
@@ -431,7 +431,7 @@ def run_jit_analyze(job: Job, result: CollectionDiff, subset: bool) -> str:
         out, err = io.StringIO(), io.StringIO()
         analyzer_cli.run_cli(argv[1:], stdout=out, stderr=err)
         output = out.getvalue() + err.getvalue()
-    log.debug("%s", output.rstrip("\n"))  # per-method lists: the log (and the console with -v)
+    logs.log_block(logging.DEBUG, "", output.rstrip("\n"))  # per-method lists: the log (and the console with -v)
     summary = result.asm_dir / "summary.md"
     try:
         return summary.read_text(encoding="utf-8")

@@ -243,7 +243,7 @@ def list_collections_command(args: argparse.Namespace) -> int:
         lines += [blobs.blob_url(blobs.COLLECTIONS_CONTAINER, name, account_url) for name in remote]
     for line in lines:
         log.debug("%s", line)
-        print(untrusted.neutralize_commands(line), flush=True)
+        print(untrusted.console_line(line), flush=True)
     return 0
 
 

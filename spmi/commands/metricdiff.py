@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Sequence, Union
 
-from spmi.base import cioutput, config, errors, fsutil, runner
+from spmi.base import cioutput, config, errors, fsutil, logs, runner
 from spmi.base.errors import SuiteError
 from spmi.formats import details
 from spmi.reports import metric_markdown as report
@@ -294,7 +294,7 @@ def run_measurement(argv: Sequence[str], core_root: Path, timeout: Optional[floa
         return superpmi_tool.SuperpmiRun(list(argv), None, None, timed_out=True, timeout_message=str(exc))
     for stream in (result.stdout, result.stderr):
         if stream.strip():
-            log.debug("%s", stream.rstrip("\n"))
+            logs.log_block(logging.DEBUG, "", stream.rstrip("\n"))
     return superpmi_tool.SuperpmiRun(list(argv), None, result)
 
 

@@ -87,7 +87,7 @@ def list_command(args: argparse.Namespace, settings: Settings) -> int:
     print(scope.header.format(n=len(names)))
     print()
     for name in names:
-        print(untrusted.neutralize_commands(blobs.blob_url(CONTAINER, name, account_url)))
+        print(untrusted.console_line(blobs.blob_url(CONTAINER, name, account_url)))
     sys.stdout.flush()
     return 0
 

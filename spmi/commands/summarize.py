@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
-from spmi.base import config, fsutil
+from spmi.base import config, fsutil, untrusted
 from spmi.base.errors import SuiteError
 from spmi.formats import details
 from spmi.reports import html_build
@@ -146,14 +146,14 @@ def run_summarize(args: argparse.Namespace) -> int:
     long_path, short_path = output_paths(args, kind)
     fsutil.atomic_write_text(long_path, long_text)
     fsutil.atomic_write_text(short_path, short_text)
-    print(f"Wrote {long_path}")
-    print(f"Wrote {short_path}")
+    print(untrusted.console_line(f"Wrote {long_path}"))
+    print(untrusted.console_line(f"Wrote {short_path}"))
     if args.output_html_path and merged is not None:
         html_path = Path(args.output_html_path).resolve()
         if html_path.is_dir():
             raise SuiteError(f"-output_html_path '{args.output_html_path}' is a directory; give a file name")
         html_step.write_report(html_build.report_from_merged(merged), html_path)
-        print(f"Wrote {html_path}")
+        print(untrusted.console_line(f"Wrote {html_path}"))
     return 0
 
 

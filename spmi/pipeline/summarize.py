@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from spmi.base import cioutput, fsutil, platforms, schema
 from spmi.base.errors import SuiteError
-from spmi.base.untrusted import code_block, escape_html_inline, escape_md_inline, neutralize_commands, sanitize_markdown
+from spmi.base.untrusted import code_block, console_line, escape_html_inline, escape_md_inline, sanitize_markdown
 from spmi.formats import details
 from spmi.pipeline import common as pipeline
 from spmi.pipeline import history_step
@@ -428,14 +428,14 @@ def pipeline_box(states: Sequence[PlatformState]) -> str:
     bad = [s for s in states if s.missing or s.work_item_failed or s.problems]
     if not bad:
         return ""
-    from spmi.reports.asm_markdown import cell, colored
+    from spmi.reports.asm_markdown import colored
     gated = [s for s in bad if s.gate_failed]
     text = ""
     if gated:
-        text += (f"**{colored('red', 'Memory gate failed')}** on {', '.join(cell(s.label) for s in gated)}: "
+        text += (f"**{colored('red', 'Memory gate failed')}** on {', '.join(escape_md_inline(s.label) for s in gated)}: "
                  "BytesAllocated grew by at least the memdiff threshold; the work item failed.\n\n")
     text += (f"**{colored('red', 'Work item problems')}** on {len(bad)} of {len(states)} platforms "
-             f"({', '.join(cell(s.label) for s in bad)}):\n\n|Platform|Result|Problems|\n|---|---|---|\n")
+             f"({', '.join(escape_md_inline(s.label) for s in bad)}):\n\n|Platform|Result|Problems|\n|---|---|---|\n")
     for state in bad:
         if state.missing:
             result = colored("#d35400", "MISSING")
@@ -444,7 +444,7 @@ def pipeline_box(states: Sequence[PlatformState]) -> str:
         else:
             result = colored("red", "memory gate" if state.gate_failed else "failed")
         problems = [p for p in state.problems if not p.startswith("MISSING:")] or ["see the logs"]
-        text += f"|{cell(state.label)}|{result}|{'<br>'.join(cell(p) for p in problems)}|\n"
+        text += f"|{escape_md_inline(state.label)}|{result}|{'<br>'.join(escape_md_inline(p) for p in problems)}|\n"
     return text + "\n"
 
 
@@ -659,7 +659,7 @@ def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: st
                            reports=reports(on_github), history=history)
     output = directory / pipeline.overall_summary_name(diff_type.name, platform, arch, short=args.short)
     fsutil.atomic_write_text(output, text)
-    print(neutralize_commands(f"Writing {output}"), file=sys.stderr, flush=True)
+    print(console_line(f"Writing {output}"), file=sys.stderr, flush=True)
     print(text, end="" if text.endswith("\n") else "\n")
     if cioutput.running_under_azdo(environ):
         print(cioutput.azdo_upload_summary(output))

@@ -126,9 +126,9 @@ def top_section(collections: Sequence[CollectionReport], jit_options: JitOptions
     if base_missed or diff_missed:
         text += _missed_line(base_missed, base_total, diff_missed, diff_total)
     if jit_options.base_options:
-        text += f"Base JIT options: {';'.join(jit_options.base_options)}\n\n"
+        text += f"Base JIT options: {escape_md_inline(';'.join(jit_options.base_options))}\n\n"
     if jit_options.diff_options:
-        text += f"Diff JIT options: {';'.join(jit_options.diff_options)}\n\n"
+        text += f"Diff JIT options: {escape_md_inline(';'.join(jit_options.diff_options))}\n\n"
     return text
 
 
@@ -228,7 +228,7 @@ def _size_table(collections: Sequence[CollectionReport]) -> str:
             "|---|--:|--:|--:|--:|--:|--:|\n")
     stats = _with_total_row([(c.name, c.aggregates.diff_stats) for c in collections])
     for name, s in stats:
-        text += (f"|{name}|{fmt_int(s.contexts_with_diffs)}|{colored('green', fmt_int(s.size_improvements))}|"
+        text += (f"|{escape_md_inline(name)}|{fmt_int(s.contexts_with_diffs)}|{colored('green', fmt_int(s.size_improvements))}|"
                  f"{colored('red', fmt_int(s.size_regressions))}|{colored('blue', fmt_int(s.size_same))}|"
                  f"{colored('green', '-' + fmt_int(s.bytes_improved))}|"
                  f"{colored('red', '+' + fmt_int(s.bytes_regressed))}|\n")
@@ -243,7 +243,7 @@ def _perfscore_table(collections: Sequence[CollectionReport]) -> str:
     rows = _with_total_row([(c.name, c.aggregates) for c in collections])
     for name, agg in rows:
         s = agg.diff_stats
-        text += (f"|{name}|{fmt_int(s.contexts_with_diffs)}|{colored('green', fmt_int(s.perfscore_improvements))}|"
+        text += (f"|{escape_md_inline(name)}|{fmt_int(s.contexts_with_diffs)}|{colored('green', fmt_int(s.perfscore_improvements))}|"
                  f"{colored('red', fmt_int(s.perfscore_regressions))}|{colored('blue', fmt_int(s.perfscore_same))}|"
                  f"{fmt_percent(s.improvement_geomean * 100)}|{fmt_percent(s.regression_geomean * 100)}|"
                  f"{fmt_percent(agg.fullopts.relative_geomean * 100 - 100, 4)}|\n")
@@ -257,7 +257,7 @@ def _context_table(collections: Sequence[CollectionReport]) -> str:
     rows = _with_total_row([(c.name, c.aggregates) for c in collections])
     for name, agg in rows:
         overall = agg.overall
-        text += (f"|{name}|{fmt_int(overall.diffed_contexts)}|{fmt_int(agg.minopts.diffed_contexts)}|"
+        text += (f"|{escape_md_inline(name)}|{fmt_int(overall.diffed_contexts)}|{fmt_int(agg.minopts.diffed_contexts)}|"
                  f"{fmt_int(agg.fullopts.diffed_contexts)}|"
                  f"{fmt_int(overall.base_misses)} ({share(overall.base_misses, overall.base_total)})|"
                  f"{fmt_int(overall.diff_misses)} ({share(overall.diff_misses, overall.diff_total)})|\n")
@@ -265,11 +265,6 @@ def _context_table(collections: Sequence[CollectionReport]) -> str:
 
 
 # ---------------------------------------------------------------- suite additions
-
-def cell(text: str) -> str:
-    """Free text for a table cell: HTML-escaped, pipes and markdown escaped, one line (§12.20)."""
-    return escape_md_inline(str(text))
-
 
 def plural(count: int, word: str) -> str:
     return f"{fmt_int(count)} {word}{'' if count == 1 else 's'}"
@@ -342,9 +337,9 @@ def _result_text(collection: CollectionReport) -> str:
     status = collection.status
     if status.failed:
         code = f" (exit code {status.exit_code})" if status.exit_code is not None else ""
-        return colored("red", "failed") + (f": {cell(status.reason)}" if status.reason else "") + code
+        return colored("red", "failed") + (f": {escape_md_inline(status.reason)}" if status.reason else "") + code
     if status.no_data:
-        return colored(ORANGE, "no data") + (f": {cell(status.reason)}" if status.reason else "")
+        return colored(ORANGE, "no data") + (f": {escape_md_inline(status.reason)}" if status.reason else "")
     return "ok"
 
 
@@ -353,9 +348,9 @@ def _failures_table(problems: Sequence[Entry], show_platform: bool) -> str:
     text = (f"{lead}|Collection|Result|Asserting contexts|Assert hits|Missing contexts|\n"
             f"{'|---' if show_platform else ''}|---|---|--:|--:|---|\n")
     for platform, collection in problems:
-        lead = f"|{cell(platform)}" if show_platform else ""
-        text += (f"{lead}|{cell(collection.name)}|{_result_text(collection)}|{fmt_int(collection.assert_contexts)}|"
-                 f"{fmt_int(collection.assert_count)}|{_missing_text(collection)}|\n")
+        lead = f"|{escape_md_inline(platform)}" if show_platform else ""
+        text += (f"{lead}|{escape_md_inline(collection.name)}|{_result_text(collection)}|"
+                 f"{fmt_int(collection.assert_contexts)}|{fmt_int(collection.assert_count)}|{_missing_text(collection)}|\n")
     return text + "\n"
 
 
@@ -423,10 +418,11 @@ def _asserts_table(problems: Sequence[Entry], show_platform: bool) -> str:
             f"|Assert|Contexts|Hits (base / diff){lead}|Collections|Example context|Repro|\n"
             f"|---|--:|--:{'|---' if show_platform else ''}|---|--:|---|\n")
     for row in rows[:MAX_ASSERT_GROUPS]:
-        platforms = f"|{cell(', '.join(row.platforms))}" if show_platform else ""
+        platforms = f"|{escape_md_inline(', '.join(row.platforms))}" if show_platform else ""
         context = "" if row.context is None else f"{fmt_int(row.context)} (IL size {fmt_int(row.il_size or 0)})"
-        repro = f"<code>{cell(row.repro)}</code>" if row.repro else ""
-        text += (f"|{cell(row.key)}|{fmt_int(row.contexts)}|{hits_text(row)}{platforms}|{cell(', '.join(row.collections))}|"
+        repro = f"<code>{escape_md_inline(row.repro)}</code>" if row.repro else ""
+        text += (f"|{escape_md_inline(row.key)}|{fmt_int(row.contexts)}|{hits_text(row)}{platforms}|"
+                 f"{escape_md_inline(', '.join(row.collections))}|"
                  f"{context}|{repro}|\n")
     text += "\n"
     if len(rows) > MAX_ASSERT_GROUPS:
@@ -469,8 +465,8 @@ def impact_table(entries: Sequence[Entry], show_platform: bool = False) -> str:
             f"{'|---' if show_platform else ''}|---|--:|--:|--:|--:|--:|--:|--:|\n")
     for platform, collection in impact_entries(entries):
         o = collection.aggregates.overall
-        lead = f"|{cell(platform)}" if show_platform else ""
-        text += (f"{lead}|{cell(collection.name)}|{fmt_int(o.contexts_with_diffs)}|{fmt_int(o.base_code_bytes)}|"
+        lead = f"|{escape_md_inline(platform)}" if show_platform else ""
+        text += (f"{lead}|{escape_md_inline(collection.name)}|{fmt_int(o.contexts_with_diffs)}|{fmt_int(o.base_code_bytes)}|"
                  f"{fmt_delta(o.base_code_bytes, o.diff_code_bytes)}|"
                  f"{fmt_percent(pct(o.base_code_bytes, o.diff_code_bytes))}|"
                  f"{fmt_float(o.base_perfscore)}|{fmt_float_delta(o.base_perfscore, o.diff_perfscore)}|"
@@ -491,7 +487,7 @@ def perfscore_sections(collections: Sequence[CollectionReport]) -> str:
                 "|---|--:|--:|--:|--:|--:|--:|\n")
         for collection in with_diffs:
             a = collection.aggregates.row(row)
-            body += (f"|{cell(collection.name)}|{fmt_float(a.base_perfscore)}|{fmt_float(a.diff_perfscore)}|"
+            body += (f"|{escape_md_inline(collection.name)}|{fmt_float(a.base_perfscore)}|{fmt_float(a.diff_perfscore)}|"
                      f"{fmt_float_delta(a.base_perfscore, a.diff_perfscore)}|"
                      f"{fmt_percent(pct(a.base_perfscore, a.diff_perfscore))}|"
                      f"{fmt_percent(a.relative_geomean * 100 - 100, 4)}|"
@@ -534,7 +530,7 @@ def other_metrics_section(collections: Sequence[CollectionReport]) -> str:
     then a `Metrics with no diffs:` line naming the ones that changed nowhere."""
     metrics = changed_metrics(collections)
     quiet = unchanged_metrics(collections)
-    quiet_line = f"Metrics with no diffs: {cell(', '.join(quiet))}.\n\n" if quiet else ""
+    quiet_line = f"Metrics with no diffs: {escape_md_inline(', '.join(quiet))}.\n\n" if quiet else ""
     if not metrics:
         return quiet_line
     body = "|Metric|Collection|Base|Diff|Δ %|\n|---|---|--:|--:|--:|\n"
@@ -543,7 +539,7 @@ def other_metrics_section(collections: Sequence[CollectionReport]) -> str:
             if metric not in collection.metric_totals:
                 continue
             base, diff = collection.metric_totals[metric]
-            body += (f"|{cell(metric)}|{cell(collection.name)}|{fmt_number(base)}|{fmt_number(diff)}|"
+            body += (f"|{escape_md_inline(metric)}|{escape_md_inline(collection.name)}|{fmt_number(base)}|{fmt_number(diff)}|"
                      f"{fmt_percent(pct(base, diff)) if base else ('+∞' if diff else '0.00%')}|\n")
     return details_block(f"Other metrics ({plural(len(metrics), 'metric')} changed)", body) + quiet_line
 
@@ -572,7 +568,7 @@ def run_info_section(summary: AsmDiffsSummary) -> str:
              ("Base JIT options", ";".join(summary.jit_options.base_options)),
              ("Diff JIT options", ";".join(summary.jit_options.diff_options)),
              ("Analyzer", summary.analyzer)]
-    rows = "".join(f"|{name}|{cell(value)}|\n" for name, value in items if value)
+    rows = "".join(f"|{name}|{escape_md_inline(value)}|\n" for name, value in items if value)
     return details_block("Run information", "|Item|Value|\n|---|---|\n" + rows)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable, FrozenSet, List, Optional, Sequence, Tuple
 
 from spmi.base.cioutput import GITHUB_COMMENT_LIMIT, GITHUB_STEP_SUMMARY_LIMIT
+from spmi.base.untrusted import code_block, escape_html_inline, escape_md_inline
 from spmi.reports import budget
 from spmi.reports.asm_markdown import (
     RenderOptions,
@@ -164,13 +165,13 @@ def platform_headline(summary: AsmDiffsSummary) -> str:
 
 def _platform_section(summary: AsmDiffsSummary, dropped: FrozenSet[DropKey], short: bool) -> str:
     platform = summary.platform
-    text = f"## {platform}\n\n{platform_headline(summary)}"
+    text = f"## {escape_md_inline(platform)}\n\n{platform_headline(summary)}"
     if summary.repro_command:
-        text += f"\nTo reproduce:\n\n```\n{summary.repro_command}\n```\n"
+        text += f"\nTo reproduce:\n\n{code_block([summary.repro_command])}\n"
     if (BODY, platform, "") not in dropped:
         options = _options_for(dropped, platform, failures_box=False, impact_table=False, repro=False)
         body = render_short(summary, options) if short else render_long(summary, options)
-        text += details_block(f"{platform} summary", body.rstrip("\n"))
+        text += details_block(escape_html_inline(f"{platform} summary"), body.rstrip("\n"))
     return text + "\n---\n\n"
 
 

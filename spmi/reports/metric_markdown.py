@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from spmi.base.untrusted import escape_md_inline
+from spmi.base.untrusted import escape_html_inline, escape_md_code, escape_md_inline
 from spmi.reports.metric_model import (
     BYTES_ALLOCATED,
     CLASSES,
@@ -78,21 +78,17 @@ def options_lines(base_options: Sequence[str], diff_options: Sequence[str]) -> s
     """`Base JIT options: a;b` / `Diff JIT options: …`, each followed by an empty line, when given."""
     text = ""
     if base_options:
-        text += f"Base JIT options: {';'.join(base_options)}\n\n"
+        text += f"Base JIT options: {escape_md_inline(';'.join(base_options))}\n\n"
     if diff_options:
-        text += f"Diff JIT options: {';'.join(diff_options)}\n\n"
+        text += f"Diff JIT options: {escape_md_inline(';'.join(diff_options))}\n\n"
     return text
-
-
-def table_cell(text: str) -> str:
-    """Text safe inside a markdown table cell and HTML (method names), one line (§12.20)."""
-    return escape_md_inline(text)
 
 
 def range_title(label: str, pcts: Sequence[float], direction: str = LOWER) -> str:
     """`<label> (P(x))` when min and max format alike, else `<label> (P(min) to P(max))`."""
     low = fmt_pct(min(pcts), direction=direction)
     high = fmt_pct(max(pcts), direction=direction)
+    label = escape_html_inline(label)
     return f"{label} ({low})" if low == high else f"{label} ({low} to {high})"
 
 
@@ -127,16 +123,16 @@ def memdiff_console_lines(collection: CollectionResult) -> List[str]:
 def failure_lines(run: MetricDiffRun) -> str:
     text = ""
     for failure in run.failures:
-        text += f"{color('red', 'Replay failed:')} {table_cell(failure.name)}: {table_cell(failure.reason)}\n\n"
+        text += f"{color('red', 'Replay failed:')} {escape_md_inline(failure.name)}: {escape_md_inline(failure.reason)}\n\n"
     return text
 
 
 def example_table(examples: Sequence[Example], kind: str, direction: str = LOWER) -> str:
     lines = ["|Collection|Context|Base|Diff|PDIFF|Method full name|", "|---|--:|--:|--:|--:|---|"]
     for example in examples:
-        lines.append(f"|{example.collection}|{example.context}|{fmt_value(example.base, kind)}|"
+        lines.append(f"|{escape_md_inline(example.collection)}|{example.context}|{fmt_value(example.base, kind)}|"
                      f"{fmt_value(example.diff, kind)}|{fmt_pct(example.pct, direction=direction)}|"
-                     f"{table_cell(example.method)}|")
+                     f"{escape_md_inline(example.method)}|")
     return "\n".join(lines) + "\n"
 
 
@@ -144,7 +140,7 @@ def repro_line(run: MetricDiffRun) -> str:
     if not run.repro:
         return ""
     return (f"\nTo reproduce a context, run in Core_Root (N = Context, <collection> = its .mch file): "
-            f"`{run.repro}`\n")
+            f"{escape_md_code(run.repro)}\n")
 
 
 def _all_examples(run: MetricDiffRun) -> List[Example]:
@@ -161,10 +157,10 @@ def _metric_kind(run: MetricDiffRun, metric: str) -> str:
 def tpdiff_warning_block(run: MetricDiffRun) -> str:
     text = ""
     for kind, message in build_warnings(run.base_build, run.diff_build):
-        text += f"{color('red', 'Warning:')} {message}\n\n"
+        text += f"{color('red', 'Warning:')} {escape_md_inline(message)}\n\n"
         if kind == "compiler" and run.base_build is not None and run.diff_build is not None:
-            text += f"Base JIT's compiler: {run.base_build.compiler}\n\n"
-            text += f"Diff JIT's compiler: {run.diff_build.compiler}\n\n"
+            text += f"Base JIT's compiler: {escape_md_inline(run.base_build.compiler)}\n\n"
+            text += f"Diff JIT's compiler: {escape_md_inline(run.diff_build.compiler)}\n\n"
     return text
 
 
@@ -182,7 +178,7 @@ def tpdiff_pivot(run: MetricDiffRun, row: str) -> str:
         return ""
     title = range_title(row, [c.total(run.focus, row).pct for c in significant])  # the collections shown
     body = "|Collection|PDIFF|\n|---|--:|\n"
-    body += "".join(f"|{table_cell(c.name)}|{fmt_pct(c.total(run.focus, row).pct)}|\n" for c in significant)
+    body += "".join(f"|{escape_md_inline(c.name)}|{fmt_pct(c.total(run.focus, row).pct)}|\n" for c in significant)
     return details_section(title, body)
 
 
@@ -215,7 +211,7 @@ def tpdiff_details(run: MetricDiffRun) -> str:
         body += "|Collection|Base # instructions|Diff # instructions|PDIFF|\n|---|--:|--:|--:|\n"
         for c in run.collections:
             totals = c.total(run.focus, row)
-            body += f"|{table_cell(c.name)}|{fmt_int(totals.base)}|{fmt_int(totals.diff)}|{fmt_pct(totals.pct)}|\n"
+            body += f"|{escape_md_inline(c.name)}|{fmt_int(totals.base)}|{fmt_int(totals.diff)}|{fmt_pct(totals.pct)}|\n"
         body += "\n"
     return details_section("Details", body)
 
@@ -273,7 +269,7 @@ def gate_headline(breaches: Sequence[GateBreach], threshold: float) -> str:
     """The red first line of a memdiff summary whose gate failed."""
     parts = "; ".join(f"{b.collection} {b.row} {fmt_pct(b.pct, direction=NEUTRAL)}" for b in breaches)
     text = (f"Memory gate failed: {BYTES_ALLOCATED} grew by at least {fmt_threshold(threshold)}% in: "
-            f"{table_cell(parts)}")
+            f"{escape_md_inline(parts)}")
     return color("red", text) + "\n\n"
 
 
@@ -300,7 +296,7 @@ def memdiff_pivot(run: MetricDiffRun, metric: str, direction: str) -> str:
     body = "|Collection|Base|Diff|PDIFF|\n|---|--:|--:|--:|\n"
     for c in significant:
         totals = c.total(metric)
-        body += (f"|{table_cell(c.name)}|{fmt_value(totals.base, kind)}|{fmt_value(totals.diff, kind)}|"
+        body += (f"|{escape_md_inline(c.name)}|{fmt_value(totals.base, kind)}|{fmt_value(totals.diff, kind)}|"
                  f"{fmt_pct(totals.pct, direction=direction)}|\n")
     return details_section(title, body)
 
@@ -316,7 +312,7 @@ def memdiff_details(run: MetricDiffRun, direction_of: DirectionOf) -> str:
     body = ""
     for label, row in (("All", "Overall"), ("MinOpts", "MinOpts"), ("FullOpts", "FullOpts")):
         body += f"{label} contexts ({focus}):\n\n|Collection|Base|Diff|PDIFF|\n|---|--:|--:|--:|\n"
-        body += "".join(_value_row(table_cell(c.name), c.total(focus, row), kind, direction)
+        body += "".join(_value_row(escape_md_inline(c.name), c.total(focus, row), kind, direction)
                         for c in run.collections if c.has_metric(focus))
         body += "\n"
     other_rows = ""
@@ -326,7 +322,8 @@ def memdiff_details(run: MetricDiffRun, direction_of: DirectionOf) -> str:
             metric_direction = direction_of(metric)
             if metric == focus or (metric_direction == NEUTRAL and totals.base == totals.diff):
                 continue
-            other_rows += _value_row(table_cell(c.name), totals, c.kinds.get(metric, "int"), metric_direction, f"{metric}|")
+            other_rows += _value_row(escape_md_inline(c.name), totals, c.kinds.get(metric, "int"), metric_direction,
+                                     f"{escape_md_inline(metric)}|")
     if other_rows:
         body += "Other metrics (all contexts):\n\n|Collection|Metric|Base|Diff|PDIFF|\n|---|---|--:|--:|--:|\n"
         body += other_rows + "\n"
@@ -334,7 +331,7 @@ def memdiff_details(run: MetricDiffRun, direction_of: DirectionOf) -> str:
              "|Collection|Diffed contexts|MinOpts|FullOpts|Missed, base|Missed, diff|Failed, base|Failed, diff|\n"
              "|---|--:|--:|--:|--:|--:|--:|--:|\n")
     for c in run.collections:
-        body += (f"|{table_cell(c.name)}|{fmt_int(c.contexts['Overall'])}|{fmt_int(c.contexts['MinOpts'])}|"
+        body += (f"|{escape_md_inline(c.name)}|{fmt_int(c.contexts['Overall'])}|{fmt_int(c.contexts['MinOpts'])}|"
                  f"{fmt_int(c.contexts['FullOpts'])}|{fmt_int(c.base_counts.misses)}|"
                  f"{fmt_int(c.diff_counts.misses)}|{fmt_int(c.base_counts.failures)}|"
                  f"{fmt_int(c.diff_counts.failures)}|\n")
@@ -387,12 +384,12 @@ def headline_table(runs: Sequence[Tuple[str, MetricDiffRun]], direction_of: Dire
     focus = next(run.focus for _, run in runs if run.focus)
     direction = direction_of(focus) if focus != "instructions" else LOWER
     kind = "float" if any(c.kinds.get(focus) == "float" for _, c, _ in rows) else "int"
-    text = (f"**{HEADLINE_LABELS.get(focus, focus)}, by platform and collection** (Overall, largest absolute change "
+    text = (f"**{escape_md_inline(HEADLINE_LABELS.get(focus, focus))}, by platform and collection** (Overall, largest absolute change "
             "first):\n\n|Platform|Collection|Base|Diff|Delta|PDIFF|\n|---|---|--:|--:|--:|--:|\n")
     for platform, collection, totals in rows:
         delta = totals.diff - totals.base
         sign = "+" if delta > 0 else ""
-        text += (f"|{table_cell(platform)}|{table_cell(collection.name)}|{fmt_value(totals.base, kind)}|"
+        text += (f"|{escape_md_inline(platform)}|{escape_md_inline(collection.name)}|{fmt_value(totals.base, kind)}|"
                  f"{fmt_value(totals.diff, kind)}|{sign}{fmt_value(delta, kind)}|"
                  f"{fmt_pct(totals.pct, direction=direction)}|\n")
     return text + "\n" + SIGNIFICANCE_RULE + "\n\n"
@@ -411,7 +408,7 @@ def metrics_without_diffs(run: MetricDiffRun) -> str:
     quiet = [m for m in run.all_metrics() if m not in significant]
     if not quiet:
         return ""
-    return details_section("Metrics with no diffs", ", ".join(quiet))
+    return details_section("Metrics with no diffs", escape_md_inline(", ".join(quiet)))
 
 
 def render_metricdiff(run: MetricDiffRun, long: bool, direction_of: DirectionOf) -> str:

@@ -11,7 +11,7 @@ import html
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
-from spmi.base.untrusted import escape_html_elements, escape_md_inline, neutralize_commands, one_line
+from spmi.base.untrusted import escape_md_code, escape_md_inline
 from spmi.reports import budget
 from spmi.reports.budget import Section
 
@@ -81,11 +81,6 @@ class ReportLink:
     artifact: str
 
 
-def _code(text: str) -> str:
-    """Inline code that stays one span (no backticks or line ends inside)."""
-    return "`" + escape_html_elements(neutralize_commands(" ".join(one_line(text).replace("`", "'").split()))) + "`"
-
-
 def html_reports_section(links: Sequence[ReportLink], artifacts_url: str = "") -> str:
     """A short list naming each platform's `.html` report and the artifact it is in ('' for none)."""
     if not links:
@@ -94,8 +89,8 @@ def html_reports_section(links: Sequence[ReportLink], artifacts_url: str = "") -
     text = (f"**HTML diff explorer** of each platform: every context with diffs, sortable and filterable, with the "
             f"listings of the disassembled ones. Download the artifact{where} and open the file in a browser "
             "(it needs no network).\n\n")
-    text += "".join(f"* {escape_md_inline(link.platform)}: {_code(link.file_name)} "
-                    f"in the artifact {_code(link.artifact)}\n" for link in links)
+    text += "".join(f"* {escape_md_inline(link.platform)}: {escape_md_code(link.file_name)} "
+                    f"in the artifact {escape_md_code(link.artifact)}\n" for link in links)
     return text + "\n"
 
 

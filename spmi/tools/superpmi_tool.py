@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
-from spmi.base import config, errors, fsutil, platforms, runner
+from spmi.base import config, errors, fsutil, logs, platforms, runner
 from spmi.base.errors import SuiteError
 
 log = logging.getLogger("superpmi")
@@ -720,8 +720,8 @@ def log_output_block(result: runner.RunResult) -> None:
     `ISSUE:` lines cost real time as separate records)."""
     for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
         if text.strip():
-            log.debug("%s %s (%s):\n%s", Path(result.argv[0]).name, name, result.outcome.describe(),
-                      text.rstrip("\n"))
+            logs.log_block(logging.DEBUG, f"{Path(result.argv[0]).name} {name} ({result.outcome.describe()}):",
+                           text.rstrip("\n"))
 
 
 def collect_repros(temp_dir: Path, spmi_location: Path, mch: Path, tag: Optional[str] = None) -> List[Path]:
