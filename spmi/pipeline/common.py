@@ -202,6 +202,9 @@ def step_type(step_name: str) -> Optional[str]:
 AUTO_BYTES_PER_WORK_ITEM = 2 * 1024 ** 3
 #: `-work_items_per_target auto` never gives a target more work items than this.
 AUTO_MAX_WORK_ITEMS = 8
+#: No target is spread over more work items than this (setup refuses more; the summarize step
+#: does not read result files whose names claim more).
+MAX_WORK_ITEMS_PER_TARGET = 64
 
 
 @dataclass(frozen=True)
