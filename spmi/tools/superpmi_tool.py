@@ -45,6 +45,31 @@ REPRO_PREFIX = "repro"
 MAX_PARALLELISM = 64  # superpmi -p accepts at most this many workers
 
 
+# ---------------------------------------------------------------- positional arguments (§2.3)
+
+class PositionalKind(str, enum.Enum):
+    """How superpmi reads a positional argument: by its last extension, case-insensitively."""
+
+    JIT = "a JIT"
+    INPUT = "a collection"
+    UNKNOWN = "an unknown file type"
+    NONE = "nothing (no extension)"
+
+
+INPUT_EXTENSIONS = (".mc", ".mch", ".mct")
+
+
+def positional_kind(path: str, host_os: str) -> PositionalKind:
+    """What superpmi on `host_os` takes `path` for (docs/contracts.md §2.3). Pure."""
+    name = Path(path).name
+    extension = name[name.rfind("."):].lower() if "." in name else ""
+    if not extension:
+        return PositionalKind.NONE
+    if extension == platforms.shared_lib_suffix(host_os):
+        return PositionalKind.JIT
+    return PositionalKind.INPUT if extension in INPUT_EXTENSIONS else PositionalKind.UNKNOWN
+
+
 # ---------------------------------------------------------------- run options
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
