@@ -140,8 +140,8 @@ def replay_deadline(timeout_text: Optional[str], started: float) -> Optional[flo
         return None
     try:
         seconds = pipeline.parse_duration(timeout_text)
-    except ValueError:
-        raise SuiteError(f"-work_item_timeout '{timeout_text}' is not a duration; use H:MM:SS or seconds") from None
+    except ValueError as exc:
+        raise SuiteError(f"-work_item_timeout '{timeout_text}' {exc}") from None
     return started + pipeline.work_item_budget(seconds)
 
 

@@ -92,9 +92,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("-details", metavar="FILE_OR_DIR",
                        help="keep superpmi's details CSV: a directory (one <collection>.csv each) or a file")
     group.add_argument("--skip_cleanup", action="store_true", help="keep the temporary directory")
-    group.add_argument("--timeout", type=config.positive_float, metavar="SECONDS",
+    group.add_argument("--timeout", type=config.positive_seconds, metavar="SECONDS",
                        help="kill a superpmi process (and its workers) running longer than this")
-    group.add_argument("--time_budget", type=config.positive_float, metavar="SECONDS",
+    group.add_argument("--time_budget", type=config.positive_seconds, metavar="SECONDS",
                        help="finish replaying within this many seconds of the start: the superpmi running "
                             "then is stopped and later collections are not started, each reported as timed "
                             "out with the contexts it reached (the Helix work item sets it from its timeout)")
@@ -140,10 +140,10 @@ class RunOptions:
             raise SuiteError(f"--sequential and --parallelism {self.parallelism} contradict each other; pass one of them")
         if self.error_limit is not None and self.error_limit < 1:
             raise SuiteError(f"-error_limit {self.error_limit} must be at least 1")
-        if self.timeout is not None and not (math.isfinite(self.timeout) and self.timeout > 0):
-            raise SuiteError(f"--timeout {self.timeout:g} must be a positive number of seconds")
-        if self.time_budget is not None and not self.time_budget > 0:
-            raise SuiteError(f"--time_budget {self.time_budget:g} must be a positive number of seconds")
+        for flag, seconds in (("--timeout", self.timeout), ("--time_budget", self.time_budget)):
+            if seconds is not None and not (math.isfinite(seconds) and 0 < seconds <= config.MAX_SECONDS):
+                raise SuiteError(f"{flag} {seconds:g} must be a positive number of seconds, at most "
+                                 f"{config.MAX_SECONDS:,} (30 days)")
         if self.compile_list is not None and not self.compile_list.strip():
             raise SuiteError("-compile needs a context list such as 20, 5,10-99 or a .mcl file")
 
