@@ -26,6 +26,7 @@ class GivenPaths:
     directories: Dict[str, Optional[str]] = field(default_factory=dict)  # flag -> value
     jits: Dict[str, Optional[str]] = field(default_factory=dict)         # flag -> value
     mch_files: Sequence[str] = ()
+    details: Optional[str] = None  # -details: an existing folder, or a file in one
     host_os: str = platforms.detect_host_os()  # where superpmi runs: it sorts its positionals by extension
 
     def anything(self) -> bool:
@@ -50,7 +51,18 @@ class GivenPaths:
                 found.append(f"-mch_files '{spec}' is neither a file, a directory nor a URL; check the path")
             elif Path(spec).is_file():
                 found += self.collection_kind_problems(spec)
+        found += self.details_problems()
         return found
+
+    def details_problems(self) -> List[str]:
+        """superpmi cannot create `-details` in a folder that is not there (it would stop at once)."""
+        if not self.details or Path(self.details).is_dir():
+            return []
+        folder = Path(self.details).parent
+        if folder.is_dir():
+            return []
+        return [f"-details '{self.details}': the folder '{folder}' does not exist; create it or pass an existing "
+                "folder (one <collection>.csv each) or a file in one"]
 
     def jit_kind_problems(self, flag: str, value: str) -> List[str]:
         """A JIT path superpmi would take for its input (docs/contracts.md §2.3): it would
@@ -73,7 +85,7 @@ def given_paths(args: argparse.Namespace, jits: Dict[str, Optional[str]]) -> Giv
     """The shared path options of a replaying command, plus its own JIT path flags."""
     return GivenPaths(directories={"-core_root": args.core_root, "-product_location": args.product_location,
                                    "-runtime_repo": args.runtime_repo},
-                      jits=dict(jits), mch_files=list(args.mch_files or []),
+                      jits=dict(jits), mch_files=list(args.mch_files or []), details=args.details,
                       host_os=platforms.normalize_os(args.host_os or "") or platforms.detect_host_os())
 
 

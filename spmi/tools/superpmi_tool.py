@@ -455,6 +455,20 @@ JIT_LOAD_ERROR_RE = re.compile(r"^ERROR: (LoadLibrary failed.*|GetProcAddress '[
                                re.MULTILINE)
 
 
+#: §2.8.2: a corrupt record in the input (then exit -1; in parallel mode each worker prints it).
+LOW_INTEGRITY_RE = re.compile(r"^ERROR: (Method [0-9]+ is of low integrity)\.", re.MULTILINE)
+
+
+def unreadable_collection_verdict(verdict: Verdict, stderr: str, mch: Path) -> Optional[Verdict]:
+    """A general failure (-1) because superpmi could not read the collection (§2.8.2): a
+    verdict saying so and naming it; None when that is not what happened."""
+    match = LOW_INTEGRITY_RE.search(stderr)
+    if verdict.kind is not ResultKind.FATAL or match is None:
+        return None
+    return Verdict(True, f"superpmi cannot read the collection {mch.name}: {match.group(1)} (the file is truncated "
+                         "or corrupt; download or copy it again)", ResultKind.FATAL)
+
+
 def jit_load_error(output: str) -> Optional[str]:
     """The first JIT load/initialisation failure superpmi reported (§2.8.5), without `ERROR: `."""
     match = JIT_LOAD_ERROR_RE.search(output)
