@@ -429,7 +429,10 @@ def combine_summaries(state: PlatformState, summaries: Sequence[object]) -> None
         state.summary = run
         return
     from spmi.reports import asm_model
-    state.summary = asm_model.combine_partitions(summaries)  # type: ignore[arg-type]
+    try:
+        state.summary = asm_model.combine_partitions(summaries)  # type: ignore[arg-type]
+    except SuiteError as exc:  # e.g. one collection in two work items: this platform's problem only
+        state.problems.append(f"cannot merge the work items' summaries ({exc})")
 
 
 def metric_document(files: PlatformFiles) -> Optional[Dict[str, object]]:
