@@ -240,3 +240,18 @@ def test_a_part_count_beyond_the_maximum_is_refused(tmp_path: Path) -> None:
     proc = run_summarize(results)
     assert_refused_row(tmp_path, proc, name, f"names 99,999,999,999 work items, more than the "
                                              f"{pipeline.MAX_WORK_ITEMS_PER_TARGET}")
+
+
+def test_one_collection_in_two_work_items_is_that_platforms_problem(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    write_results(results, "unrelated.txt", b"")
+    windows = AsmDiffsSummary("windows", "x64", collections=[CollectionReport("same.mch")]).to_json()
+    for index in (1, 2):
+        part = pipeline.Part(index, 2)
+        (results / "windows-x64" / pipeline.summary_json_name("asmdiffs", "windows", "x64", part)).write_text(windows)
+    proc = run_summarize(results)
+    assert proc.returncode == 0, proc.stderr
+    text = (results / "1_overall_asmdiffs_summary_windows_x64.md").read_text(encoding="utf-8")
+    rows = [line.replace("\\", "") for line in text.splitlines() if line.startswith("|windows x64|")]
+    assert len(rows) == 1 and "same.mch listed twice: in more than one windows x64 summary" in rows[0], rows
+    assert GOOD_COLLECTION in text, "the good platform is still summarized"
