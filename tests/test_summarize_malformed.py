@@ -255,3 +255,23 @@ def test_one_collection_in_two_work_items_is_that_platforms_problem(tmp_path: Pa
     rows = [line.replace("\\", "") for line in text.splitlines() if line.startswith("|windows x64|")]
     assert len(rows) == 1 and "same.mch listed twice: in more than one windows x64 summary" in rows[0], rows
     assert GOOD_COLLECTION in text, "the good platform is still summarized"
+
+
+@needs_symlinks
+def test_the_result_file_rule_names_each_kind_of_refusal(tmp_path: Path) -> None:
+    from spmi.base import fsutil
+    root = tmp_path / "results"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "ok.json").write_text("{}")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.json").write_text("{}")
+    os.symlink(outside, root / "linked")
+    os.symlink(outside / "x.json", root / "a" / "link.json")
+    assert fsutil.not_a_regular_file_inside(root, root / "a" / "ok.json") is None
+    assert fsutil.not_a_regular_file_inside(root, root / "a" / "link.json") == "a symbolic link"
+    assert fsutil.not_a_regular_file_inside(root, root / "linked" / "x.json") == \
+        f"below a symbolic link ({root / 'linked'})"
+    assert fsutil.not_a_regular_file_inside(root, root / "a") == "not a regular file"
+    assert fsutil.not_a_regular_file_inside(root, outside / "x.json") == f"not inside {root}"
+    assert fsutil.not_a_regular_file_inside(root, root / "a" / "gone.json").startswith("cannot be examined (")
