@@ -93,3 +93,22 @@ def test_disk_full_while_writing_dasm_names_the_file(tmp_path) -> None:
     assert proc.returncode == 3, proc.stderr
     assert proc.stdout.strip() == f"{listing} File too large"
     assert list(listing.parent.iterdir()) == []
+
+
+@needs_fsize_limit
+def test_disk_full_while_logging_is_one_line_naming_the_log_file(sample_toolchain: Path, tmp_path: Path) -> None:
+    """`-spmi_location` on a full disk: the log file handler says so once, without a traceback."""
+    spmi_location = tmp_path / "spmi"
+    collections = sample_toolchain / "collections"
+    argv = ["replay", "-core_root", str(sample_toolchain / "core_root"), "-target_os", "linux", "-target_arch", "x64",
+            "-arch", "x64", "-spmi_location", str(spmi_location), "-mch_files", str(collections), "--sequential"]
+    proc = run_limited("import runpy\n"
+                       f"sys.argv = ['superpmi.py'] + {argv!r}\n"
+                       f"runpy.run_path({str(REPO / 'superpmi.py')!r}, run_name='__main__')\n", tmp_path, limit=4096)
+    output = proc.stdout + proc.stderr
+    assert "Logging error" not in output and "Traceback" not in output, proc.stderr[:3000]
+    log_file = spmi_location / "superpmi.log"
+    lines = [line for line in proc.stderr.splitlines() if str(log_file) in line]
+    assert lines == [f"warning: cannot write the log file {log_file} (File too large); nothing more is written to it"]
+    assert "Replay summary:" in proc.stdout, "the console goes on"
+    assert log_file.stat().st_size <= 4096

@@ -71,6 +71,38 @@ def test_every_bad_explicit_path_is_named_before_discovery_or_downloads(sample_t
     assert not spmi.exists(), "no log, no cache, no download before the inputs are checked"
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="the sample toolchain is built for a Linux host")
+def test_paths_superpmi_would_sort_wrongly_are_refused_before_anything_runs(sample_toolchain, tmp_path):
+    """superpmi sorts positionals by their last extension (docs/contracts.md §2.3): a JIT named
+    `.mch`/`.mct`/`.mc` would be replayed as the collection, a collection named `.so` loaded as a JIT."""
+    spmi = tmp_path / "spmi"
+    good_mch = collection(sample_toolchain)
+    as_mch = tmp_path / "x.MCH"
+    as_mch.write_bytes((sample_toolchain / "base" / "libclrjit.so").read_bytes())
+    as_mct = tmp_path / "jit.mct"
+    as_mct.write_bytes(as_mch.read_bytes())
+    as_jit = tmp_path / "collection.so"
+    as_jit.write_bytes(good_mch.read_bytes())
+    as_zip = tmp_path / "collection.mch.zip"
+    as_zip.write_bytes(b"PK")
+    proc = superpmi("asmdiffs", "-core_root", str(sample_toolchain / "core_root"), "-base_jit_path", str(as_mch),
+                    "-diff_jit_path", str(as_mct), "-mch_files", str(good_mch), str(as_jit), str(as_zip),
+                    "-target_os", "linux", "-target_arch", "x64", "-spmi_location", str(spmi), cwd=tmp_path)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 1, text
+    assert "Traceback" not in text and "No asm diffs" not in text
+    assert error_lines(text) == [
+        f"superpmi.py: error: -base_jit_path '{as_mch}' ends in .MCH, which superpmi reads as a collection, "
+        "not a JIT; pass the JIT (.so file)",
+        f"superpmi.py: error: -diff_jit_path '{as_mct}' ends in .mct, which superpmi reads as a collection, "
+        "not a JIT; pass the JIT (.so file)",
+        f"superpmi.py: error: -mch_files '{as_jit}': superpmi reads this file as a JIT, not a collection; "
+        "pass a .mc, .mch, .mct file or a folder holding them",
+        f"superpmi.py: error: -mch_files '{as_zip}': superpmi reads this file as an unknown file type, not a "
+        "collection; pass a .mc, .mch, .mct file or a folder holding them"]
+    assert not spmi.exists(), "nothing ran"
+
+
 def test_replay_names_a_bad_jit_path_and_core_root_together(sample_toolchain, tmp_path):
     proc = superpmi("replay", "-core_root", str(tmp_path / "nope"), "-jit_path", str(tmp_path / "jit.so"),
                     "-mch_files", str(collection(sample_toolchain)), "-spmi_location", str(tmp_path / "spmi"),

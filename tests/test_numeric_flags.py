@@ -18,9 +18,10 @@ NUMBER_METAVARS = {"N", "SECONDS", "PCT", "COUNT", "BYTES", "MINUTES"}
 
 
 @pytest.mark.parametrize("helper, good, bad", [
-    (config.positive_float, {"1": 1.0, "0.5": 0.5, " 3 ": 3.0}, ["0", "-1", "nan", "inf", "-inf", "x", ""]),
+    (config.positive_seconds, {"1": 1.0, "0.5": 0.5, " 3 ": 3.0, "2592000": 2592000.0},
+     ["0", "-1", "nan", "inf", "-inf", "x", "", "1e308", "2592000.5"]),
     (config.non_negative_float, {"0": 0.0, "12.5": 12.5}, ["-0.1", "nan", "inf", "abc"]),
-    (config.positive_int, {"1": 1, "64": 64}, ["0", "-3", "1.5", "nan", "x"]),
+    (config.positive_int, {"1": 1, "64": 64, str(10 ** 15): 10 ** 15}, ["0", "-3", "1.5", "nan", "x", str(10 ** 15 + 1)]),
     (config.non_negative_int, {"0": 0, "20": 20}, ["-1", "2.0", "inf"]),
     (config.int_between(1, 64), {"1": 1, "64": 64}, ["0", "65", "nan"]),
 ])
@@ -59,6 +60,9 @@ def run_script(script: str, argv: list, cwd: Path) -> subprocess.CompletedProces
     (["--timeout", "inf"], "argument --timeout: 'inf' is not a finite number"),
     (["--timeout", "-5"], "argument --timeout: '-5' must be greater than 0"),
     (["--timeout", "0"], "argument --timeout: '0' must be greater than 0"),
+    (["--timeout", "1e308"], "argument --timeout: '1e308' is too large (at most 2,592,000 seconds, 30 days)"),
+    (["--time_budget", "2592001"], "argument --time_budget: '2592001' is too large (at most 2,592,000 seconds, 30 days)"),
+    (["-error_limit", "9" * 400], "argument -error_limit: '" + "9" * 400 + "' is too large"),
     (["--parallelism", "0"], "argument --parallelism: '0' must be from 1 to 64"),
     (["--parallelism", "65"], "argument --parallelism: '65' must be from 1 to 64"),
     (["-error_limit", "0"], "argument -error_limit: '0' must be at least 1"),

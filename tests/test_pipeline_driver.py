@@ -268,3 +268,22 @@ def test_tool_environment_puts_payload_tools_first(tmp_path: Path) -> None:
     env = workitem.tool_environment(tmp_path, {"PATH": "/usr/bin"})
     assert env["PATH"].split(os.pathsep) == [str(tmp_path / "jit-analyze"), str(tmp_path / "git" / "cmd"), "/usr/bin"]
     assert workitem.tool_environment(tmp_path / "none", {"PATH": "/usr/bin"})["PATH"] == "/usr/bin"
+
+
+def test_a_missing_jit_directory_is_found_before_the_download(tmp_path: Path) -> None:
+    payload = make_payload(tmp_path / "p")
+    upload = tmp_path / "upload"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update({"FAKE_CALLS": str(tmp_path / "calls"), "HELIX_PYTHONPATH": sys.executable})
+    missing = tmp_path / "no_base"
+    proc = subprocess.run([sys.executable, str(payload / "superpmi_asmdiffs.py"), "-base_jit_directory", str(missing),
+                           "-diff_jit_directory", str(payload / "diff"), "-log_directory", str(upload),
+                           "-arch", "x64", "-platform", "linux"], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "calls").exists(), "superpmi.py was never run: no download"
+    status = json.loads((upload / "superpmi_status_linux_x64.json").read_text())
+    assert [step["name"] for step in status["steps"]] == ["driver"]
+    assert status["steps"][0]["problems"] == [f"-base_jit_directory '{missing}' is not a directory; "
+                                              "the payload lacks its JITs"]
+    assert (upload / "superpmi_asmdiffs_summary_linux_x64.md").read_text() == "<empty>"

@@ -72,6 +72,9 @@ def test_part_names_round_trip() -> None:
             Part.parse(bad)
     with pytest.raises(SuiteError):
         setup.work_items_per_target("0")
+    with pytest.raises(SuiteError, match="more than the 64 work items a target may have"):
+        setup.work_items_per_target(str(pipeline.MAX_WORK_ITEMS_PER_TARGET + 1))
+    assert setup.work_items_per_target(str(pipeline.MAX_WORK_ITEMS_PER_TARGET)) == pipeline.MAX_WORK_ITEMS_PER_TARGET
     assert setup.work_items_per_target("auto") is None and setup.work_items_per_target("4") == 4
 
 

@@ -1,6 +1,7 @@
 """`superpmi.py replay` end to end against the sample toolchain."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import List, Tuple
@@ -83,6 +84,32 @@ def test_crash_is_a_failure(capsys, sample_toolchain, faulty, tmp_path):
     assert "Replay failures in 1 MCH files:" in out
 
 
+@pytest.mark.parametrize("mode", [["--sequential"], ["--parallelism", "2"]])
+def test_a_truncated_collection_is_named_as_unreadable(capsys, sample_toolchain, tmp_path, mode):
+    """superpmi stops at a corrupt record (docs/contracts.md §2.8.2, exit -1): that is what is said,
+    naming the collection, not a crashed worker; the next collection still runs."""
+    good = collection(sample_toolchain)
+    truncated = tmp_path / "truncated.mch"
+    truncated.write_bytes(good.read_bytes()[:len(good.read_bytes()) * 2 // 3])
+    code, out = replay(capsys, sample_toolchain, tmp_path / "spmi", "-mch_files", str(truncated), str(good), *mode)
+    assert code == 1
+    assert "crashed" not in out, out
+    assert re.search(r"superpmi cannot read the collection truncated\.mch: Method [0-9]+ is of low integrity "
+                     r"\(the file is truncated or corrupt; download or copy it again\)", out), out
+    assert "Clean SuperPMI replay (120 contexts processed)" in out, "the next collection still runs"
+
+
+def test_relative_collection_paths_name_the_given_files(capsys, sample_toolchain, tmp_path, monkeypatch):
+    """superpmi runs in Core_Root: a relative -mch_files path still names the file the user meant."""
+    good = collection(sample_toolchain)
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / good.name).write_bytes(good.read_bytes())
+    monkeypatch.chdir(tmp_path / "work")
+    code, out = replay(capsys, sample_toolchain, tmp_path / "spmi", "-mch_files", good.name)
+    assert code == 0, out
+    assert "Clean SuperPMI replay (120 contexts processed)" in out
+
+
 def test_hang_is_killed_after_timeout(capsys, sample_toolchain, faulty, tmp_path):
     code, out = replay(capsys, sample_toolchain, tmp_path, "-mch_files", str(faulty / "hang.mch"),
                        str(faulty / "missing.mch"), "--timeout", "2")
@@ -121,6 +148,8 @@ def bad_input_cases(toolchain: Path, faulty: Path, tmp: Path) -> List[Tuple[List
         (["-mch_files", str(tmp)], "No MCH files found"),
         (["-mch_files", str(faulty / "notacollection.mch")], "is not a method-context file"),
         (["-mch_files", mch, "-spmi_log_file", "x.log"], "requires --sequential"),
+        (["-mch_files", mch, "-details", str(tmp / "missing" / "dir" / "y.csv")],
+         f"-details '{tmp / 'missing' / 'dir' / 'y.csv'}': the folder '{tmp / 'missing' / 'dir'}' does not exist"),
     ]
 
 

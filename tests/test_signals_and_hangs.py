@@ -15,6 +15,7 @@ from typing import Dict, List, Tuple
 import pytest
 from e2e_support import collection, superpmi_processes_for
 
+from spmi.base.errors import SuiteError
 from spmi.pipeline import common as pipeline
 from spmi.pipeline import workitem
 from spmi.tools import superpmi_tool
@@ -143,9 +144,15 @@ def test_time_budget_shortens_the_next_timeout_and_then_skips():
 
 def test_work_item_budget_keeps_a_margin():
     assert pipeline.parse_duration("2:00:00") == 7200 and pipeline.parse_duration("90") == 90
-    for bad in ("", "a:b", "0", "-5", "1::2", "inf"):
+    for bad in ("", "a:b", "0", "-5", "1::2", "inf", "1:-5:00", "nan", "1e308"):
         with pytest.raises(ValueError):
             pipeline.parse_duration(bad)
+    with pytest.raises(SuiteError, match=r"^-work_item_timeout '0:00:00' must be positive \(more than 0 seconds\)$"):
+        workitem.replay_deadline("0:00:00", 0.0)
+    with pytest.raises(SuiteError, match=r"^-work_item_timeout 'soon' is not a duration; use H:MM:SS or seconds$"):
+        workitem.replay_deadline("soon", 0.0)
+    with pytest.raises(SuiteError, match=r"^-work_item_timeout '999:00:00' must be at most 2,592,000 seconds"):
+        workitem.replay_deadline("999:00:00", 0.0)
     assert pipeline.work_item_budget(7200) == 7200 - 720
     assert pipeline.work_item_budget(600) == 480
     assert pipeline.work_item_budget(20) == 10

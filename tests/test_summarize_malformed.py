@@ -173,3 +173,105 @@ def test_malformed_metric_json_summary_is_a_row(tmp_path: Path, content: bytes, 
     rows = [line.replace("\\", "") for line in text.splitlines() if line.startswith("|windows x64|")]
     assert len(rows) == 1 and name in rows[0] and expected in rows[0], rows
     assert "linux tp numbers" in text
+
+
+# ---------------------------------------------------------------- what a result file may be (§12.16)
+
+def secret_file(directory: Path) -> Path:
+    secret = directory / "secret.txt"
+    secret.write_text("root:x:0:0:SECRET-TEXT:/root:/bin/sh\n")
+    return secret
+
+
+needs_symlinks = pytest.mark.skipif(not hasattr(os, "symlink") or sys.platform == "win32",
+                                    reason="needs symbolic links")
+
+
+def assert_refused_row(directory: Path, proc: subprocess.CompletedProcess, name: str, reason: str) -> str:
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "unexpected" not in proc.stderr
+    text = (directory / "results" / "1_overall_asmdiffs_summary_windows_x64.md").read_text(encoding="utf-8")
+    rows = [line.replace("\\", "") for line in text.splitlines() if line.startswith("|windows x64|")]
+    assert len(rows) == 1, text[:3000]
+    assert name in rows[0] and reason in rows[0] and "not read" in rows[0], rows[0]
+    assert GOOD_COLLECTION in text, "the good platform is still summarized"
+    return text
+
+
+@needs_symlinks
+@pytest.mark.parametrize("name", [SUMMARY_MD, SUMMARY_JSON, STATUS])
+def test_a_symlinked_result_file_is_not_followed(tmp_path: Path, name: str) -> None:
+    secret = secret_file(tmp_path)
+    results = tmp_path / "results"
+    write_results(results, "unrelated.txt", b"")
+    os.symlink(secret, results / "windows-x64" / name)
+    proc = run_summarize(results)
+    text = assert_refused_row(tmp_path, proc, name, "a symbolic link")
+    assert "SECRET-TEXT" not in text and "SECRET-TEXT" not in proc.stdout + proc.stderr
+
+
+@needs_symlinks
+def test_a_result_file_below_a_linked_folder_is_not_read(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / SUMMARY_MD).write_text("SECRET-TEXT\n")
+    results = tmp_path / "results"
+    write_results(results, "unrelated.txt", b"")
+    os.symlink(outside, results / "windows-x64" / "linked")
+    os.symlink(outside, results / "windows-x64" / SUMMARY_MD)  # a folder link named as a result file
+    proc = run_summarize(results)
+    assert_refused_row(tmp_path, proc, SUMMARY_MD, "a symbolic link")
+    assert "not looking in" in proc.stdout + proc.stderr and "SECRET-TEXT" not in proc.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_named_as_a_result_file_is_not_opened(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    write_results(results, "unrelated.txt", b"")
+    os.mkfifo(results / "windows-x64" / SUMMARY_JSON)
+    proc = run_summarize(results)  # would block forever if opened
+    assert_refused_row(tmp_path, proc, SUMMARY_JSON, "not a regular file")
+
+
+def test_a_part_count_beyond_the_maximum_is_refused(tmp_path: Path) -> None:
+    name = pipeline.summary_json_name("asmdiffs", "windows", "x64").replace(".json", ".part2of99999999999.json")
+    results = tmp_path / "results"
+    write_results(results, name, good_summary().to_json().encode())
+    proc = run_summarize(results)
+    assert_refused_row(tmp_path, proc, name, f"names 99,999,999,999 work items, more than the "
+                                             f"{pipeline.MAX_WORK_ITEMS_PER_TARGET}")
+
+
+def test_one_collection_in_two_work_items_is_that_platforms_problem(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    write_results(results, "unrelated.txt", b"")
+    windows = AsmDiffsSummary("windows", "x64", collections=[CollectionReport("same.mch")]).to_json()
+    for index in (1, 2):
+        part = pipeline.Part(index, 2)
+        (results / "windows-x64" / pipeline.summary_json_name("asmdiffs", "windows", "x64", part)).write_text(windows)
+    proc = run_summarize(results)
+    assert proc.returncode == 0, proc.stderr
+    text = (results / "1_overall_asmdiffs_summary_windows_x64.md").read_text(encoding="utf-8")
+    rows = [line.replace("\\", "") for line in text.splitlines() if line.startswith("|windows x64|")]
+    assert len(rows) == 1 and "same.mch listed twice: in more than one windows x64 summary" in rows[0], rows
+    assert GOOD_COLLECTION in text, "the good platform is still summarized"
+
+
+@needs_symlinks
+def test_the_result_file_rule_names_each_kind_of_refusal(tmp_path: Path) -> None:
+    from spmi.base import fsutil
+    root = tmp_path / "results"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "ok.json").write_text("{}")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.json").write_text("{}")
+    os.symlink(outside, root / "linked")
+    os.symlink(outside / "x.json", root / "a" / "link.json")
+    assert fsutil.not_a_regular_file_inside(root, root / "a" / "ok.json") is None
+    assert fsutil.not_a_regular_file_inside(root, root / "a" / "link.json") == "a symbolic link"
+    assert fsutil.not_a_regular_file_inside(root, root / "linked" / "x.json") == \
+        f"below a symbolic link ({root / 'linked'})"
+    assert fsutil.not_a_regular_file_inside(root, root / "a") == "not a regular file"
+    assert fsutil.not_a_regular_file_inside(root, outside / "x.json") == f"not inside {root}"
+    assert fsutil.not_a_regular_file_inside(root, root / "a" / "gone.json").startswith("cannot be examined (")

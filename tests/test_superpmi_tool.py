@@ -243,3 +243,16 @@ def test_an_invocation_is_one_frozen_record_the_builders_only_read():
     first = st.build_replay_argv(invocation, JIT, MCH, FILES, ["A=1"])
     assert st.build_replay_argv(invocation, JIT, MCH, FILES, ["A=1"]) == first
     assert ["-target", "arm64"] == first[first.index("-target"):first.index("-target") + 2]
+
+
+@pytest.mark.parametrize("name, host_os, kind", [
+    ("x.mch", platforms.LINUX, st.PositionalKind.INPUT), ("X.MCT", platforms.WINDOWS, st.PositionalKind.INPUT),
+    ("dir.so/repro-3.mc", platforms.OSX, st.PositionalKind.INPUT),
+    ("libclrjit.so", platforms.LINUX, st.PositionalKind.JIT), ("clrjit.DLL", platforms.WINDOWS, st.PositionalKind.JIT),
+    ("libclrjit.dylib", platforms.OSX, st.PositionalKind.JIT),
+    ("libclrjit.so", platforms.WINDOWS, st.PositionalKind.UNKNOWN), ("x.mch.zip", platforms.LINUX, st.PositionalKind.UNKNOWN),
+    ("libclrjit.so.1", platforms.LINUX, st.PositionalKind.UNKNOWN), ("jit", platforms.LINUX, st.PositionalKind.NONE),
+])
+def test_positionals_are_sorted_by_their_last_extension(name: str, host_os: str, kind: st.PositionalKind) -> None:
+    """docs/contracts.md §2.3: the last `.` extension, case-insensitively, the host's library suffix."""
+    assert st.positional_kind(name, host_os) is kind

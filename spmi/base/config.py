@@ -61,13 +61,21 @@ class ArgumentParser(argparse.ArgumentParser):
 # One argparse `type=` per kind of number, so a bad value is refused while parsing,
 # before anything starts, with one line naming the flag (argparse adds it).
 
-def _number(text: str, convert: Callable[[str], Number], kind: str) -> Number:
+#: No number on a command line is larger than this (beyond it arithmetic and the OS's waits overflow).
+MAX_NUMBER = 10 ** 15
+#: The longest time in seconds a command line may give (30 days; the OS's waits take no more than ~49 days).
+MAX_SECONDS = 30 * 24 * 3600
+
+
+def _number(text: str, convert: Callable[[str], Number], kind: str, most: str = f"{MAX_NUMBER:,}") -> Number:
     try:
         value = convert(text.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not {kind}") from None
     if isinstance(value, float) and not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"'{text}' is not a finite number")
+    if abs(value) > MAX_NUMBER:
+        raise argparse.ArgumentTypeError(f"'{text}' is too large (at most {most})")
     return value
 
 
@@ -80,9 +88,15 @@ def _number_where(text: str, convert: Callable[[str], Number], kind: str,
     return value
 
 
-def positive_float(text: str) -> float:
-    """A finite number greater than 0 (e.g. seconds)."""
-    return float(_number_where(text, float, "a number", lambda v: v > 0, "greater than 0"))
+def positive_seconds(text: str) -> float:
+    """A time in seconds: a finite number greater than 0 and at most `MAX_SECONDS`."""
+    most = f"{MAX_SECONDS:,} seconds, 30 days"
+    seconds = float(_number(text, float, "a number", most))
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"'{text}' must be greater than 0")
+    if seconds > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"'{text}' is too large (at most {most})")
+    return seconds
 
 
 def non_negative_float(text: str) -> float:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -78,6 +79,33 @@ def confined_path(root: Path, untrusted_name: str, what: str = "name", single_se
                 return Path(root) / relative
             reason = "a path that leaves its folder"
     raise SuiteError(f"refusing {what} {untrusted_name!r}: it has {reason} and would be written outside {root}")
+
+
+def not_a_regular_file_inside(root: Path, path: Path) -> Optional[str]:
+    """Why `path` is not a regular file inside `root` (None when it is): a symbolic link
+    anywhere on its way below `root`, something other than a regular file (a folder, a FIFO,
+    a device), or a resolved path outside `root`. Nothing is followed or opened."""
+    try:
+        relative = Path(path).relative_to(root)
+    except ValueError:
+        return f"not inside {root}"
+    if not relative.parts:
+        return "not a regular file"
+    current = Path(root)
+    mode = 0
+    try:
+        for index, part in enumerate(relative.parts):
+            current = current / part
+            mode = os.lstat(current).st_mode
+            if stat.S_ISLNK(mode):
+                return "a symbolic link" if index == len(relative.parts) - 1 else f"below a symbolic link ({current})"
+        if not stat.S_ISREG(mode):
+            return "not a regular file"
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror or exc})"
+    if not _is_inside(Path(os.path.realpath(root)), Path(os.path.realpath(path))):
+        return "a path that leaves its folder"
+    return None
 
 
 def _first_free_path(path: Path, numbered: Callable[[int], str]) -> Path:

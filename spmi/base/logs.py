@@ -103,6 +103,47 @@ class _StdoutHandler(logging.StreamHandler):
         pass
 
 
+class _LogFileHandler(logging.FileHandler):
+    """The DEBUG log file. When writing it fails (a full disk, a size limit), one warning line
+    on stderr names the file and why, and the file gets no more records: no traceback, and
+    the console goes on as before."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, mode="a", encoding="utf-8")
+        self.failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        if self.failed:
+            return
+        self.failed = True
+        error = sys.exc_info()[1]
+        reason = (error.strerror if isinstance(error, OSError) else None) or str(error) or type(error).__name__
+        print(untrusted.neutralize_commands(f"warning: cannot write the log file {self.baseFilename} ({reason}); "
+                                            "nothing more is written to it"),
+              file=sys.stderr, flush=True)
+        self.close_quietly()
+
+    def close_quietly(self) -> None:
+        """Close the file; what is still buffered cannot be written either."""
+        stream, self.stream = self.stream, None  # type: ignore[assignment]
+        try:
+            if stream is not None:
+                stream.close()
+        except (OSError, ValueError):
+            pass
+
+    def flush(self) -> None:
+        if not self.failed:
+            try:
+                super().flush()
+            except (OSError, ValueError):  # logging.shutdown at exit: the same one line, once
+                self.handleError(None)  # type: ignore[arg-type]
+
+
 class _ConsoleFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
@@ -129,7 +170,7 @@ def setup_logging(console_level: int, log_file: Optional[Path]) -> None:
     log.addHandler(console)
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(log_file, mode="a", encoding="utf-8")
+        handler = _LogFileHandler(log_file)
         handler.setLevel(logging.DEBUG)
         handler.setFormatter(_ConsoleFormatter())
         handler.addFilter(CommandNeutralizingFilter())

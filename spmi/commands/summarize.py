@@ -13,18 +13,19 @@ listings stay with the runs that made them).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
+import os
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from spmi.base import config, fsutil, untrusted
+from spmi.base import config, fsutil, platforms, schema, untrusted
 from spmi.base.errors import SuiteError
 from spmi.formats import details
 from spmi.reports import html_build
 from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
 from spmi.reports import summaries as asm_summaries
+from spmi.reports.asm_model import FORMAT_NAME as ASMDIFFS_FORMAT
 from spmi.reports.asm_model import MergedSummary
 from spmi.steps import html_step, outputs
 
@@ -63,27 +64,61 @@ def short_path_for(long_path: Path) -> Path:
     return long_path.with_name(f"{long_path.stem}_short{long_path.suffix}")
 
 
+#: A JSON summary larger than this is not read (a run writes far less).
+MAX_SUMMARY_BYTES = 64 * 1024 * 1024
+
+
 def load_json(path: Path) -> Dict[str, Any]:
+    """A JSON summary object through the one safe JSON reader (`schema.parse_json`: size, UTF-8,
+    nesting), or one line naming the file."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        size = path.stat().st_size
+        if size > MAX_SUMMARY_BYTES:
+            raise SuiteError(f"summary '{path}' has {size:,} bytes, more than the {MAX_SUMMARY_BYTES:,} a JSON "
+                             "summary may have")
+        data = schema.parse_json(path.read_bytes(), MAX_SUMMARY_BYTES)
     except FileNotFoundError:
         raise SuiteError(f"summary '{path}' not found") from None
+    except IsADirectoryError:
+        raise SuiteError(f"summary '{path}' is a directory; give the JSON file") from None
     except OSError as exc:
         raise SuiteError(f"cannot read summary '{path}': {exc.strerror}") from None
-    except ValueError as exc:
-        raise SuiteError(f"summary '{path}' is not valid JSON ({exc})") from None
+    except schema.SchemaError as exc:
+        raise SuiteError(f"summary '{path}' is not a JSON summary: {exc}") from None
     if not isinstance(data, dict):
         raise SuiteError(f"summary '{path}' is not a JSON summary object")
     return data
 
 
+def summary_kind(data: Dict[str, Any]) -> Optional[str]:
+    """What a JSON summary says it is: asmdiffs, tpdiff, memdiff, metricdiff (None: it does not say)."""
+    found = data.get("summary_type", data.get("kind"))
+    if isinstance(found, str) and found:
+        return found
+    return "asmdiffs" if data.get("format") == ASMDIFFS_FORMAT else None
+
+
+def with_article(kind: str) -> str:
+    return f"an {kind}" if kind[:1].lower() in "aeiou" else f"a {kind}"
+
+
+def wrong_kind_message(path: Path, found: Optional[str], expected: str) -> str:
+    """One line: what the summary is (or that it does not say) and what -summary_type expected."""
+    if found is None:
+        return (f"summary '{path}' does not say what kind of summary it is (no summary_type); -summary_type "
+                f"{expected} expects what `{expected} --summary_as_json` writes")
+    if found in SUMMARY_TYPES:
+        return (f"summary '{path}' is {with_article(found)} summary, not {expected}; "
+                f"pass -summary_type {found} or {expected} summaries")
+    return f"summary '{path}' is of an unknown kind ('{found}'); -summary_type {expected} expects {expected} summaries"
+
+
 def merge_metric_summaries(kind: str, documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> model.MetricDiffRun:
     runs = []
     for path, data in documents:
-        found = data.get("summary_type", data.get("kind"))
+        found = summary_kind(data)
         if found != kind:
-            raise SuiteError(f"summary '{path}' is a {found or 'unknown'} summary, not {kind}; "
-                             "pass -summary_type to match")
+            raise SuiteError(wrong_kind_message(path, found, kind))
         try:
             runs.append(model.run_from_json(data))
         except ValueError as exc:
@@ -103,9 +138,9 @@ def merge_asmdiffs(documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> MergedSu
     """Merge asmdiffs JSON summaries (one entry per target, partitions combined)."""
     summaries = []
     for path, data in documents:
-        found = data.get("summary_type", data.get("kind"))
-        if found in ("tpdiff", "memdiff", "metricdiff"):
-            raise SuiteError(f"summary '{path}' is a {found} summary, not asmdiffs; pass -summary_type to match")
+        found = summary_kind(data)
+        if found not in (None, "asmdiffs"):
+            raise SuiteError(wrong_kind_message(path, found, "asmdiffs"))
         try:
             summaries.append(asm_summaries.as_summary(data, str(path)))
         except (ValueError, KeyError, TypeError) as exc:
@@ -133,25 +168,68 @@ def output_paths(args: argparse.Namespace, kind: str) -> Tuple[Path, Path]:
     return long_path, short_path
 
 
+def same_file(a: Path, b: Path) -> bool:
+    """Two paths name one file (resolved; case-insensitively where the OS does; hard links when both exist)."""
+    if platforms.same_file_name(str(a.resolve()), str(b.resolve()), platforms.detect_host_os()):
+        return True
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def output_problems(outputs_by_flag: Sequence[Tuple[str, Path]], inputs: Sequence[Path]) -> List[str]:
+    """Why the outputs cannot all be written as asked (checked before anything is written): one
+    line each for an output that is a folder, is one of the inputs, or is another output."""
+    problems = []
+    for index, (flag, path) in enumerate(outputs_by_flag):
+        if path.is_dir():
+            problems.append(f"{flag} '{path}' is a directory; give a file name")
+        clash = next((source for source in inputs if same_file(path, source)), None)
+        if clash is not None:
+            problems.append(f"{flag} '{path}' is the input summary '{clash}'; writing it would overwrite that "
+                            "input, give another file")
+        earlier = next((other for other, other_path in outputs_by_flag[:index] if same_file(path, other_path)), None)
+        if earlier is not None:
+            problems.append(f"{flag} '{path}' is the same file as {earlier}; give each output its own file")
+    return problems
+
+
+def given_twice(paths: Sequence[Path]) -> List[str]:
+    """-summaries naming one file twice (its collections would be counted twice)."""
+    return [f"-summaries lists '{path}' twice; give each summary once"
+            for index, path in enumerate(paths) if any(same_file(path, other) for other in paths[:index])]
+
+
 def run_summarize(args: argparse.Namespace) -> int:
     kind = args.summary_type
     if args.output_html_path and kind != "asmdiffs":
         raise SuiteError(f"-output_html_path is for asmdiffs summaries, not {kind}; leave it out")
-    documents = [(Path(p), load_json(Path(p))) for p in args.summaries]
+    inputs = [Path(p) for p in args.summaries]
+    problems = given_twice(inputs)
+    if problems:
+        raise SuiteError("\n".join(problems))
+    documents = [(path, load_json(path)) for path in inputs]
     merged = merge_asmdiffs(documents) if kind == "asmdiffs" else None
     if merged is not None:
         long_text, short_text = render_asmdiffs(merged)
     else:
         long_text, short_text = render_metric(merge_metric_summaries(kind, documents))
     long_path, short_path = output_paths(args, kind)
+    short_flag = ("-output_short_summary_path" if args.output_short_summary_path
+                  else "the short summary (next to the long one)")
+    targets = [("-output_long_summary_path", long_path), (short_flag, short_path)]
+    html_path = Path(args.output_html_path).resolve() if args.output_html_path and merged is not None else None
+    if html_path is not None:
+        targets.append(("-output_html_path", html_path))
+    problems = output_problems(targets, inputs)
+    if problems:
+        raise SuiteError("\n".join(problems))
     fsutil.atomic_write_text(long_path, long_text)
     fsutil.atomic_write_text(short_path, short_text)
     print(untrusted.console_line(f"Wrote {long_path}"))
     print(untrusted.console_line(f"Wrote {short_path}"))
-    if args.output_html_path and merged is not None:
-        html_path = Path(args.output_html_path).resolve()
-        if html_path.is_dir():
-            raise SuiteError(f"-output_html_path '{args.output_html_path}' is a directory; give a file name")
+    if html_path is not None and merged is not None:
         html_step.write_report(html_build.report_from_merged(merged), html_path)
         print(untrusted.console_line(f"Wrote {html_path}"))
     return 0

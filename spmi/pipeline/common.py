@@ -9,11 +9,12 @@ defined exactly once. Everything here is pure.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from spmi.base import platforms, schema
+from spmi.base import config, platforms, schema
 
 HOST_ARCHES = ("x64", "x86")
 
@@ -33,16 +34,29 @@ WORK_ITEM_MARGIN_FRACTION = 0.1
 
 
 def parse_duration(text: str) -> float:
-    """`H:MM:SS`, `MM:SS` or plain seconds -> seconds (ValueError when it is none of them)."""
+    """`H:MM:SS`, `MM:SS` or plain seconds -> seconds; ValueError saying what is wrong (to follow the
+    value in a message: "is not a duration; ...", "must be ...") when it is not a positive duration
+    of at most 30 days."""
     parts = text.strip().split(":")
     if len(parts) > 3 or not all(parts):
-        raise ValueError(text)
+        raise ValueError(NOT_A_DURATION)
     seconds = 0.0
     for part in parts:
-        seconds = seconds * 60 + float(part)
-    if not seconds > 0 or seconds == float("inf"):
-        raise ValueError(text)
+        try:
+            value = float(part)
+        except ValueError:
+            raise ValueError(NOT_A_DURATION) from None
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(NOT_A_DURATION)
+        seconds = seconds * 60 + value
+    if not seconds > 0:
+        raise ValueError("must be positive (more than 0 seconds)")
+    if seconds > config.MAX_SECONDS:
+        raise ValueError(f"must be at most {config.MAX_SECONDS:,} seconds (30 days)")
     return seconds
+
+
+NOT_A_DURATION = "is not a duration; use H:MM:SS or seconds"
 
 
 def work_item_budget(timeout_seconds: float) -> float:
@@ -202,6 +216,9 @@ def step_type(step_name: str) -> Optional[str]:
 AUTO_BYTES_PER_WORK_ITEM = 2 * 1024 ** 3
 #: `-work_items_per_target auto` never gives a target more work items than this.
 AUTO_MAX_WORK_ITEMS = 8
+#: No target is spread over more work items than this (setup refuses more; the summarize step
+#: does not read result files whose names claim more).
+MAX_WORK_ITEMS_PER_TARGET = 64
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,9 @@ def work_items_per_target(text: str) -> Optional[int]:
         return None
     if not value.isdigit() or int(value) < 1:
         raise SuiteError(f"-work_items_per_target '{text}' is neither a count of at least 1 nor 'auto'")
+    if int(value) > pipeline.MAX_WORK_ITEMS_PER_TARGET:
+        raise SuiteError(f"-work_items_per_target '{text}' is more than the {pipeline.MAX_WORK_ITEMS_PER_TARGET} "
+                         "work items a target may have")
     return int(value)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -42,11 +43,18 @@ class PlatformFiles:
     html: Optional[Path] = None
     #: a target spread over several work items: each work item's files
     parts: Dict[Part, "PlatformFiles"] = field(default_factory=dict)
+    #: result files found but not read (a symbolic link, not a regular file, ...): one line each
+    refused: List[str] = field(default_factory=list)
 
     @property
     def whole(self) -> bool:
         """Files of one work item for the whole target."""
         return bool(self.markdown or self.summary_json or self.status or self.html)
+
+    @property
+    def found(self) -> bool:
+        """Anything of this platform was found, usable or not."""
+        return self.whole or bool(self.refused) or any(p.whole or p.refused for p in self.parts.values())
 
     def for_part(self, part: Part) -> "PlatformFiles":
         if not part.split:
@@ -54,34 +62,69 @@ class PlatformFiles:
         return self.parts.setdefault(part, PlatformFiles(self.target_os, self.target_arch))
 
 
+def candidate_files(directory: Path) -> List[Path]:
+    """Every entry under `directory` that may be a result file, sorted; a linked folder is not
+    entered (its own entry is listed, so a result name on it is refused like a linked file)."""
+    found: List[Path] = []
+    for folder, folders, files in os.walk(directory):  # followlinks=False
+        base = Path(folder)
+        linked = [name for name in folders if (base / name).is_symlink()]
+        for name in linked:
+            log.warning("Warning: not looking in %s: a symbolic link", base / name)
+        found.extend(base / name for name in files + linked)
+    return sorted(found)
+
+
+def result_name_of(file_name: str, type_name: str) -> Optional[Tuple[str, str, Part, str]]:
+    """(os, arch, part, which file) of a result file of `type_name` or of a status file; None
+    for anything else. Which file: `markdown`, `summary_json`, `html` or `status`."""
+    result = pipeline.parse_result_name(file_name)
+    if result is not None and result.type_name == type_name:
+        which = "markdown" if result.extension == "md" else "summary_json"
+        return result.target_os, result.target_arch, result.part, which
+    report = pipeline.parse_report_name(file_name)
+    if report is not None and report.type_name == type_name:
+        return report.target_os, report.target_arch, report.part, "html"
+    status = pipeline.parse_status_name_part(file_name)
+    if status is not None:
+        return status[0], status[1], status[2], "status"
+    return None
+
+
+def refusal(directory: Path, path: Path, part: Part) -> str:
+    """Why a result file is not read ('' when it may be): §12.16, a result file is a regular
+    file inside the results folder, of a work item a target may have."""
+    reason = fsutil.not_a_regular_file_inside(directory, path)
+    if reason is not None:
+        return f"{path.name}: {reason}; not read (a result file must be a regular file inside {directory})"
+    if part.count > pipeline.MAX_WORK_ITEMS_PER_TARGET:
+        return (f"{path.name}: names {part.count:,} work items, more than the "
+                f"{pipeline.MAX_WORK_ITEMS_PER_TARGET} a target may have; not read")
+    return ""
+
+
 def gather_files(directory: Path, type_name: str) -> Dict[Tuple[str, str], PlatformFiles]:
     """Result files of `type_name` anywhere under `directory`, per (os, arch) (and per
-    work item of a target spread over several)."""
+    work item of a target spread over several); a file that may not be read is its
+    platform's `refused` line."""
     found: Dict[Tuple[str, str], PlatformFiles] = {}
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        result = pipeline.parse_result_name(path.name)
-        if result is not None and result.type_name == type_name:
-            key = (result.target_os, result.target_arch)
-            entry = found.setdefault(key, PlatformFiles(*key)).for_part(result.part)
-            attribute = "markdown" if result.extension == "md" else "summary_json"
-            if getattr(entry, attribute) is None:
-                setattr(entry, attribute, path)
-            else:
-                log.warning("Warning: ignoring %s; already have %s", path, getattr(entry, attribute))
+    for path in candidate_files(directory):
+        named = result_name_of(path.name, type_name)
+        if named is None:
             continue
-        report = pipeline.parse_report_name(path.name)
-        if report is not None and report.type_name == type_name:
-            entry = found.setdefault((report.target_os, report.target_arch), PlatformFiles(report.target_os,
-                                                                                           report.target_arch))
-            entry = entry.for_part(report.part)
-            entry.html = entry.html or path
+        target_os, target_arch, part, which = named
+        platform = found.setdefault((target_os, target_arch), PlatformFiles(target_os, target_arch))
+        problem = refusal(directory, path, part)
+        if problem:
+            (platform if part.count > pipeline.MAX_WORK_ITEMS_PER_TARGET else platform.for_part(part)
+             ).refused.append(problem)
             continue
-        status = pipeline.parse_status_name_part(path.name)
-        if status is not None:
-            entry = found.setdefault(status[:2], PlatformFiles(*status[:2])).for_part(status[2])
-            if entry.status is None:
-                entry.status = path
-    return {k: v for k, v in found.items() if v.whole or any(p.whole for p in v.parts.values())}
+        entry = platform.for_part(part)
+        if getattr(entry, which) is None:
+            setattr(entry, which, path)
+        elif which in ("markdown", "summary_json"):
+            log.warning("Warning: ignoring %s; already have %s", path, getattr(entry, which))
+    return {k: v for k, v in found.items() if v.found}
 
 
 @dataclass
@@ -293,6 +336,8 @@ def build_states(files: Mapping[Tuple[str, str], PlatformFiles], expected: Seque
         state = PlatformState(key[0], key[1], expected=key in expected, type_name=type_name)
         if entry.parts and not entry.whole:
             merge_parts(state, entry, load_summary)
+            state.unreadable.extend(entry.refused)
+            state.problems.extend(entry.refused)
         else:
             if entry.parts:
                 log.warning("Warning: %s has results of one work item and of several; using the one's",
@@ -324,7 +369,7 @@ def read_work_item(state: PlatformState, entry: PlatformFiles,
     summary_problem = ""
     if load_summary is not None:
         state.summary, summary_problem = load_json_summary(entry.summary_json, load_summary)
-    state.unreadable = [p for p in (summary_problem, markdown_problem) if p]
+    state.unreadable = [p for p in (summary_problem, markdown_problem) if p] + entry.refused
     state.problems.extend([status_problem] if status_problem else [])
     state.problems.extend(state.unreadable)
 
@@ -385,7 +430,10 @@ def combine_summaries(state: PlatformState, summaries: Sequence[object]) -> None
         state.summary = run
         return
     from spmi.reports import asm_model
-    state.summary = asm_model.combine_partitions(summaries)  # type: ignore[arg-type]
+    try:
+        state.summary = asm_model.combine_partitions(summaries)  # type: ignore[arg-type]
+    except SuiteError as exc:  # e.g. one collection in two work items: this platform's problem only
+        state.problems.append(f"cannot merge the work items' summaries ({exc})")
 
 
 def metric_document(files: PlatformFiles) -> Optional[Dict[str, object]]:

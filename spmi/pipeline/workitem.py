@@ -140,8 +140,8 @@ def replay_deadline(timeout_text: Optional[str], started: float) -> Optional[flo
         return None
     try:
         seconds = pipeline.parse_duration(timeout_text)
-    except ValueError:
-        raise SuiteError(f"-work_item_timeout '{timeout_text}' is not a duration; use H:MM:SS or seconds") from None
+    except ValueError as exc:
+        raise SuiteError(f"-work_item_timeout '{timeout_text}' {exc}") from None
     return started + pipeline.work_item_budget(seconds)
 
 
@@ -286,6 +286,13 @@ def upload_html_report(cfg: DriverConfig, diff_type: DiffType) -> Optional[Path]
     target = cfg.upload / pipeline.html_report_name(diff_type.name, cfg.target_os, cfg.target_arch, cfg.part)
     shutil.copyfile(report, target)
     return target
+
+
+def missing_jit_directories(cfg: DriverConfig) -> List[str]:
+    """The JIT folders the command line names and that are not there (checked before any download)."""
+    return [f"{flag} '{path}' is not a directory; the payload lacks its JITs"
+            for flag, path in (("-base_jit_directory", cfg.base_jit_directory),
+                               ("-diff_jit_directory", cfg.diff_jit_directory)) if not path.is_dir()]
 
 
 def missing_inputs(cfg: DriverConfig, diff_type: DiffType) -> List[str]:
@@ -463,6 +470,12 @@ def run_work_item(cfg: DriverConfig, environ: Mapping[str, str]) -> int:
     interrupted: Optional[KeyboardInterrupt] = None
     log.info("Work item %s: %s with %s (host arch %s)", cfg.name, "/".join(t.name for t in cfg.types),
              cfg.jit_name, cfg.host_arch)
+    missing = missing_jit_directories(cfg)
+    if missing:  # nothing can be compared: not worth downloading the collections
+        for problem in missing:
+            log.error("Error: %s", problem)
+        finish_work_item(cfg, [StepResult("driver", 1, False, "", missing)])
+        return 1
     try:
         download = run_step("download", download_argv(cfg), cfg.payload, env,
                             pipeline.download_log_name(cfg.target_os, cfg.target_arch, cfg.part))

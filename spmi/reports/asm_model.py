@@ -426,11 +426,18 @@ def combine_partitions(summaries: Iterable[AsmDiffsSummary]) -> AsmDiffsSummary:
     for part in parts[1:]:
         if (part.target_os, part.target_arch) != (first.target_os, first.target_arch):
             raise SuiteError(f"cannot combine summaries of different targets ({first.platform} and {part.platform})")
+    for part in parts:
+        own = [collection.name for collection in part.collections]
+        twice = sorted({name for name in own if own.count(name) > 1})
+        if twice:
+            raise SuiteError(f"collection(s) {', '.join(twice)} listed twice in one {first.platform} summary; "
+                             "each collection is replayed once per target")
     collections = [collection for part in parts for collection in part.collections]
     names = [collection.name for collection in collections]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
-        raise SuiteError(f"collection(s) {', '.join(duplicates)} appear in more than one {first.platform} summary")
+        raise SuiteError(f"collection(s) {', '.join(duplicates)} listed twice: in more than one {first.platform} "
+                         "summary; each collection is replayed once per target")
     combined = AsmDiffsSummary(**{f.name: getattr(first, f.name) for f in fields(first) if f.name != "collections"})
     for name in ("host_os", "host_arch", "base_jit_path", "diff_jit_path", "baseline", "analyzer", "repro_command"):
         if not getattr(combined, name):

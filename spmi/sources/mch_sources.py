@@ -107,8 +107,9 @@ def find_collection_files(directory: Path) -> List[Path]:
 
 
 def expand_local_spec(spec: str) -> List[Path]:
-    """A local `-mch_files` value: a file as is, a directory searched recursively."""
-    path = Path(spec)
+    """A local `-mch_files` value: a file as is, a directory searched recursively; absolute
+    (superpmi runs in Core_Root, so a relative path would name another file there)."""
+    path = Path(os.path.abspath(spec))
     if path.is_dir():
         return find_collection_files(path)
     if path.is_file():

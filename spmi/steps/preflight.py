@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from spmi.base import config
+from spmi.base import config, platforms
 from spmi.base.errors import SuiteError
 from spmi.sources import mch_sources
-from spmi.tools import jit_build
+from spmi.tools import jit_build, superpmi_tool
+from spmi.tools.superpmi_tool import PositionalKind
 
 
 @dataclass
@@ -25,6 +26,8 @@ class GivenPaths:
     directories: Dict[str, Optional[str]] = field(default_factory=dict)  # flag -> value
     jits: Dict[str, Optional[str]] = field(default_factory=dict)         # flag -> value
     mch_files: Sequence[str] = ()
+    details: Optional[str] = None  # -details: an existing folder, or a file in one
+    host_os: str = platforms.detect_host_os()  # where superpmi runs: it sorts its positionals by extension
 
     def anything(self) -> bool:
         return any(self.directories.values()) or any(self.jits.values()) or bool(self.mch_files)
@@ -39,16 +42,51 @@ class GivenPaths:
                     jit_build.validate_jit_file(Path(value), flag)
                 except SuiteError as exc:
                     found.append(f"{exc}; check the path")
-        found += [f"-mch_files '{spec}' is neither a file, a directory nor a URL; check the path"
-                  for spec in self.mch_files if not mch_sources.is_remote(spec) and not Path(spec).exists()]
+                    continue
+                found += self.jit_kind_problems(flag, value)
+        for spec in self.mch_files:
+            if mch_sources.is_remote(spec):
+                continue
+            if not Path(spec).exists():
+                found.append(f"-mch_files '{spec}' is neither a file, a directory nor a URL; check the path")
+            elif Path(spec).is_file():
+                found += self.collection_kind_problems(spec)
+        found += self.details_problems()
         return found
+
+    def details_problems(self) -> List[str]:
+        """superpmi cannot create `-details` in a folder that is not there (it would stop at once)."""
+        if not self.details or Path(self.details).is_dir():
+            return []
+        folder = Path(self.details).parent
+        if folder.is_dir():
+            return []
+        return [f"-details '{self.details}': the folder '{folder}' does not exist; create it or pass an existing "
+                "folder (one <collection>.csv each) or a file in one"]
+
+    def jit_kind_problems(self, flag: str, value: str) -> List[str]:
+        """A JIT path superpmi would take for its input (docs/contracts.md §2.3): it would
+        replay the wrong thing, so it is refused."""
+        if superpmi_tool.positional_kind(value, self.host_os) is not PositionalKind.INPUT:
+            return []
+        return [f"{flag} '{value}' ends in {Path(value).suffix}, which superpmi reads as a collection, not a JIT; "
+                f"pass the JIT ({platforms.shared_lib_suffix(self.host_os)} file)"]
+
+    def collection_kind_problems(self, spec: str) -> List[str]:
+        """A collection file superpmi would take for a JIT or not read at all (§2.3)."""
+        kind = superpmi_tool.positional_kind(spec, self.host_os)
+        if kind is PositionalKind.INPUT:
+            return []
+        return [f"-mch_files '{spec}': superpmi reads this file as {kind.value}, not a collection; pass a "
+                f"{', '.join(superpmi_tool.INPUT_EXTENSIONS)} file or a folder holding them"]
 
 
 def given_paths(args: argparse.Namespace, jits: Dict[str, Optional[str]]) -> GivenPaths:
     """The shared path options of a replaying command, plus its own JIT path flags."""
     return GivenPaths(directories={"-core_root": args.core_root, "-product_location": args.product_location,
                                    "-runtime_repo": args.runtime_repo},
-                      jits=dict(jits), mch_files=list(args.mch_files or []))
+                      jits=dict(jits), mch_files=list(args.mch_files or []), details=args.details,
+                      host_os=platforms.normalize_os(args.host_os or "") or platforms.detect_host_os())
 
 
 def nothing_given_message(command: str, cwd: Path) -> str:

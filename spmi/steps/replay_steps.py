@@ -126,8 +126,11 @@ def finish_run(run: superpmi_tool.SuperpmiRun, mch: Path, files: superpmi_tool.R
     if counts is None:
         counts = counts_from_table(table, diff_mode) if table is not None else read_counts(files.details_csv, diff_mode)
     verdict = superpmi_tool.interpret_exit(run.result.outcome, diff_mode, counts, diff_with_release)
-    verdict = verdict_with_reason(verdict, run.stderr)
-    if shortfall is not None:
+    unreadable = superpmi_tool.unreadable_collection_verdict(verdict, run.stderr, mch)
+    verdict = unreadable or verdict_with_reason(verdict, run.stderr)
+    # superpmi said why it stopped (-1 with an ERROR line): that, not a crashed worker, is the reason
+    explained = verdict.kind is ResultKind.FATAL and bool(first_error_line(run.stderr))
+    if shortfall is not None and not explained:
         failures = len(superpmi_tool.read_mcl(files.fail_mcl))
         verdict = superpmi_tool.parallel_shortfall_verdict(verdict, counts.total, shortfall.expected, failures,
                                                            shortfall.error_limit)

@@ -45,6 +45,31 @@ REPRO_PREFIX = "repro"
 MAX_PARALLELISM = 64  # superpmi -p accepts at most this many workers
 
 
+# ---------------------------------------------------------------- positional arguments (§2.3)
+
+class PositionalKind(str, enum.Enum):
+    """How superpmi reads a positional argument: by its last extension, case-insensitively."""
+
+    JIT = "a JIT"
+    INPUT = "a collection"
+    UNKNOWN = "an unknown file type"
+    NONE = "nothing (no extension)"
+
+
+INPUT_EXTENSIONS = (".mc", ".mch", ".mct")
+
+
+def positional_kind(path: str, host_os: str) -> PositionalKind:
+    """What superpmi on `host_os` takes `path` for (docs/contracts.md §2.3). Pure."""
+    name = Path(path).name
+    extension = name[name.rfind("."):].lower() if "." in name else ""
+    if not extension:
+        return PositionalKind.NONE
+    if extension == platforms.shared_lib_suffix(host_os):
+        return PositionalKind.JIT
+    return PositionalKind.INPUT if extension in INPUT_EXTENSIONS else PositionalKind.UNKNOWN
+
+
 # ---------------------------------------------------------------- run options
 
 def add_superpmi_common_options(group: "argparse._ArgumentGroup") -> None:
@@ -73,9 +98,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("-details", metavar="FILE_OR_DIR",
                        help="keep superpmi's details CSV: a directory (one <collection>.csv each) or a file")
     group.add_argument("--skip_cleanup", action="store_true", help="keep the temporary directory")
-    group.add_argument("--timeout", type=config.positive_float, metavar="SECONDS",
+    group.add_argument("--timeout", type=config.positive_seconds, metavar="SECONDS",
                        help="kill a superpmi process (and its workers) running longer than this")
-    group.add_argument("--time_budget", type=config.positive_float, metavar="SECONDS",
+    group.add_argument("--time_budget", type=config.positive_seconds, metavar="SECONDS",
                        help="finish replaying within this many seconds of the start: the superpmi running "
                             "then is stopped and later collections are not started, each reported as timed "
                             "out with the contexts it reached (the Helix work item sets it from its timeout)")
@@ -112,10 +137,10 @@ class RunOptions:
 
     def validate(self) -> None:
         self.validate_common()
-        if self.timeout is not None and not (math.isfinite(self.timeout) and self.timeout > 0):
-            raise SuiteError(f"--timeout {self.timeout:g} must be a positive number of seconds")
-        if self.time_budget is not None and not self.time_budget > 0:
-            raise SuiteError(f"--time_budget {self.time_budget:g} must be a positive number of seconds")
+        for flag, seconds in (("--timeout", self.timeout), ("--time_budget", self.time_budget)):
+            if seconds is not None and not (math.isfinite(seconds) and 0 < seconds <= config.MAX_SECONDS):
+                raise SuiteError(f"{flag} {seconds:g} must be a positive number of seconds, at most "
+                                 f"{config.MAX_SECONDS:,} (30 days)")
         if self.compile_list is not None and not self.compile_list.strip():
             raise SuiteError("-compile needs a context list such as 20, 5,10-99 or a .mcl file")
 
@@ -438,6 +463,20 @@ def missing_message(counts: ContextCounts, diff_mode: bool) -> str:
 JIT_LOAD_ERROR_RE = re.compile(r"^ERROR: (LoadLibrary failed.*|GetProcAddress '[^']*' failed.*|"
                                r"Startup of JIT\(.*\) failed.*|Jit Compiler has wrong version identifier\..*)$",
                                re.MULTILINE)
+
+
+#: §2.8.2: a corrupt record in the input (then exit -1; in parallel mode each worker prints it).
+LOW_INTEGRITY_RE = re.compile(r"^ERROR: (Method [0-9]+ is of low integrity)\.", re.MULTILINE)
+
+
+def unreadable_collection_verdict(verdict: Verdict, stderr: str, mch: Path) -> Optional[Verdict]:
+    """A general failure (-1) because superpmi could not read the collection (§2.8.2): a
+    verdict saying so and naming it; None when that is not what happened."""
+    match = LOW_INTEGRITY_RE.search(stderr)
+    if verdict.kind is not ResultKind.FATAL or match is None:
+        return None
+    return Verdict(True, f"superpmi cannot read the collection {mch.name}: {match.group(1)} (the file is truncated "
+                         "or corrupt; download or copy it again)", ResultKind.FATAL)
 
 
 def jit_load_error(output: str) -> Optional[str]:
