@@ -99,6 +99,11 @@ def positive_seconds(text: str) -> float:
     return seconds
 
 
+def positive_float(text: str) -> float:
+    """A finite number greater than 0 (a factor, a width)."""
+    return float(_number_where(text, float, "a number", lambda v: v > 0, "greater than 0"))
+
+
 def non_negative_float(text: str) -> float:
     """A finite number of 0 or more (e.g. a percentage where 0 disables)."""
     return float(_number_where(text, float, "a number", lambda v: v >= 0, "0 or more"))
