@@ -85,6 +85,7 @@ def build_parser() -> ArgumentParser:
                         help="collection bytes per work item for -work_items_per_target auto "
                              f"(default: {pipeline.AUTO_BYTES_PER_WORK_ITEM})")
     parser.add_argument("-log_level", default="info", help="console level (default: info)")
+    pipeline.add_signal_options(parser)
     return parser
 
 

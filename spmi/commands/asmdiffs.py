@@ -57,7 +57,8 @@ are (diff_summary.md, diff_report.html); details go to the log file (-v shows th
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "asmdiffs", parents=[config.common_options(), config.target_options()],
+        "asmdiffs", parents=[config.common_options(), config.target_options(),
+                             config.significance_options(calibration=False)],
         help="compare the code a baseline and a diff JIT generate",
         usage="%(prog)s [options]", formatter_class=argparse.RawDescriptionHelpFormatter,
         description=HELP_DESCRIPTION)
@@ -99,6 +100,8 @@ class AsmdiffsFlags:
     tag: Optional[str] = None
     summary_as_json: bool = False
     html: bool = True
+    #: `-significance` overrides for the "Other metrics" table (reports/significance)
+    significance: Tuple[Tuple[str, float], ...] = ()
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "AsmdiffsFlags":
@@ -106,7 +109,7 @@ class AsmdiffsFlags:
                    align_loops=bool(args.alignloops), gcinfo=bool(args.gcinfo), debuginfo=bool(args.debuginfo),
                    diff_jit_dump=bool(args.diff_jit_dump), diff_with_release=bool(args.diff_with_release),
                    git_diff=bool(args.git_diff), tag=args.tag, summary_as_json=bool(args.summary_as_json),
-                   html=not args.no_html)
+                   html=not args.no_html, significance=tuple(args.significance))
 
 
 @dataclass
@@ -545,6 +548,7 @@ def build_summary(job: Job, results: Sequence[CollectionDiff], collections: Sequ
                                       list(job.jit_options.diff_only)),
         baseline=describe_baseline(job), analyzer=job.analyzer,
         repro_command=steps.asmdiffs_command_line(inputs, settings.host_os),
+        significance=dict(flags.significance),
         collections=[collection_report(job, r) for r in results])
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from spmi.base.untrusted import code_block, escape_html_inline, escape_md_inline, one_line, sanitize_markdown
+from spmi.reports import significance
 from spmi.reports.asm_model import (
     IMPROVEMENT,
     REGRESSION,
@@ -479,26 +480,45 @@ def perfscore_sections(collections: Sequence[CollectionReport]) -> str:
 OWN_TABLE_METRICS = ("ActualCodeBytes", "PerfScore")
 
 
-def changed_metrics(collections: Sequence[CollectionReport]) -> List[str]:
-    """Metric columns (first-seen order) whose totals differ in some collection, besides code size and PerfScore."""
-    names: List[str] = []
+def changed_metrics(collections: Sequence[CollectionReport],
+                    rules: Optional[significance.Significance] = None) -> List[str]:
+    """Metric columns (first-seen order) whose totals change significantly in some collection
+    (reports/significance), besides code size and PerfScore."""
+    return [metric for metric, flagged in _metric_verdicts(collections, rules).items() if flagged]
+
+
+def _metric_verdicts(collections: Sequence[CollectionReport],
+                     rules: Optional[significance.Significance]) -> Dict[str, bool]:
+    """Every other metric that changed somewhere (first-seen order) -> whether any change is significant."""
+    judge = rules or significance.Significance()
+    verdicts: Dict[str, bool] = {}
     for collection in collections:
         for metric, (base, diff) in collection.metric_totals.items():
-            if metric not in OWN_TABLE_METRICS and base != diff and metric not in names:
-                names.append(metric)
-    return names
+            if metric in OWN_TABLE_METRICS or base == diff:
+                continue
+            verdicts[metric] = verdicts.get(metric, False) or judge.judge(metric, base, diff).flagged
+    return verdicts
 
 
 def fmt_number(value: float) -> str:
     return fmt_float(value) if isinstance(value, float) and not value.is_integer() else fmt_int(int(value))
 
 
-def other_metrics_section(collections: Sequence[CollectionReport]) -> str:
-    """Every other metric of the details CSV that changed somewhere: base, diff, % per collection (collapsed)."""
-    metrics = changed_metrics(collections)
-    if not metrics:
+def other_metrics_section(collections: Sequence[CollectionReport],
+                          rules: Optional[significance.Significance] = None) -> str:
+    """Every other metric of the details CSV that changed significantly somewhere: base, diff, % per
+    collection (collapsed), the rule applied, and how many changed only within noise."""
+    verdicts = _metric_verdicts(collections, rules)
+    metrics = [metric for metric, flagged in verdicts.items() if flagged]
+    if not verdicts:
         return ""
-    body = "|Metric|Collection|Base|Diff|Δ %|\n|---|---|--:|--:|--:|\n"
+    rule = significance.rule_line(rules or significance.Significance(), list(verdicts))
+    quiet = [metric for metric, flagged in verdicts.items() if not flagged]
+    quiet_note = f"Within noise ({len(quiet)}): {', '.join(cell(m) for m in quiet)}.\n\n" if quiet else ""
+    if not metrics:
+        return details_block(f"Other metrics (none changed significantly; {len(quiet)} within noise)",
+                             rule + "\n\n" + quiet_note.rstrip("\n"))
+    body = rule + "\n\n" + quiet_note + "|Metric|Collection|Base|Diff|Δ %|\n|---|---|--:|--:|--:|\n"
     for metric in metrics:
         for collection in collections:
             if metric not in collection.metric_totals:
@@ -623,7 +643,7 @@ def _extras_after_pivots(summary: AsmDiffsSummary, o: RenderOptions) -> str:
         parts.append(impact_table([("", c) for c in collections]))
     if not o.drop_extras:
         parts.append(perfscore_sections(collections))
-        parts.append(other_metrics_section(collections))
+        parts.append(other_metrics_section(collections, significance.Significance(dict(summary.significance))))
     if o.repro:
         parts.append(repro_line(summary))
     if not o.drop_extras:

@@ -324,6 +324,8 @@ class AsmDiffsSummary(RunFacts):
     analyzer: str = ""
     repro_command: str = ""
     collections: List[CollectionReport] = field(default_factory=list)
+    #: `-significance` overrides (metric -> minimum %) the "Other metrics" table applied
+    significance: Dict[str, float] = field(default_factory=dict)
 
     @property
     def platform(self) -> str:

@@ -391,8 +391,9 @@ def render_memdiff(run: MetricDiffRun, long: bool, direction_of: DirectionOf) ->
 
 # ---------------------------------------------------------------- overall pages (several platforms)
 
-SIGNIFICANCE_RULE = ("A change is significant when its PDIFF, rounded to two decimals, is not 0.00% (with a base of 0: "
-                     "when the diff is not 0); each platform's tables below list only significant collections.")
+SIGNIFICANCE_RULE = ("A change is significant when it reaches its metric's minimum meaningful change (with "
+                     "--noise_check: and exceeds the noise floor measured by an A/A replay); each platform's tables "
+                     "below list only significant collections.")
 HEADLINE_LABELS = {"instructions": "instructions executed in the JIT", BYTES_ALLOCATED: "bytes allocated by the JIT"}
 
 
