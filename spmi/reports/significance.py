@@ -150,11 +150,14 @@ def noise_floor(run: MetricDiffRun, collection: CollectionResult, metric: str, r
 
 
 def fmt_floor(floor: float) -> str:
-    """`±0.004%`: enough decimals to show a small floor."""
-    for decimals in (2, 3, 4, 5, 6):
-        if round(floor, decimals) != 0 or decimals == 6:
-            return f"±{floor:.{decimals}f}%"
-    return f"±{floor:.6f}%"  # pragma: no cover
+    """`±0.004%`: two significant digits below 1%, at least two decimals, no trailing zeros after those."""
+    if floor <= 0 or not floor < INFINITE_SPREAD:
+        return "±0.00%" if floor <= 0 else "±∞"
+    decimals = max(2, 1 - math.floor(math.log10(floor)))
+    text = f"{floor:.{decimals}f}"
+    whole, _, fraction = text.partition(".")
+    fraction = fraction[:2] + fraction[2:].rstrip("0")
+    return f"±{whole}.{fraction}%"
 
 
 def floor_note(run: MetricDiffRun, collection: CollectionResult, metric: str, row: str = "Overall") -> str:
@@ -259,8 +262,12 @@ class SpreadDigest:
         return result
 
 
+#: how a JSON summary holds an infinite spread (an A/A change from a zero base); shown as ±∞
+INFINITE_SPREAD = 1e300
+
+
 def finite_spreads(spreads: Mapping[str, Mapping[str, float]]) -> Dict[str, Dict[str, float]]:
-    """Spreads safe for a JSON summary (an infinite spread, from a zero base, becomes a huge number)."""
-    return {metric: {row: (value if math.isfinite(value) else 1e300) for row, value in rows.items()}
+    """Spreads safe for a JSON summary (an infinite spread becomes `INFINITE_SPREAD`)."""
+    return {metric: {row: (value if math.isfinite(value) else INFINITE_SPREAD) for row, value in rows.items()}
             for metric, rows in spreads.items()}
 
