@@ -190,12 +190,25 @@ def collection_examples_block(collection: CollectionReport, labels: bool = True)
 
 
 def example_diffs_section(collections: Sequence[CollectionReport], dropped: FrozenSet[str] = frozenset(),
-                          labels: bool = True) -> str:
-    """Item 3 (long file): per collection with examples, per example its (labelled) diff text."""
+                          labels: bool = True, noise_source: str = "") -> str:
+    """Item 3 (long file): per collection with examples, per example its (labelled) diff text; then
+    how many candidates were skipped as known noise (suite addition)."""
     kept = [c for c in collections if c.examples and c.name not in dropped]
+    note = noise_skip_note(collections, noise_source) if labels else ""
     if not kept:
+        return note
+    return details_block("Example diffs", "".join(collection_examples_block(c, labels) for c in kept)) + note
+
+
+def noise_skip_note(collections: Sequence[CollectionReport], noise_source: str) -> str:
+    """`Skipped N example diffs …`: the candidates whose changed lines all match known-noise patterns."""
+    skipped = [(c.name, c.noise_skipped) for c in collections if c.noise_skipped]
+    if not skipped:
         return ""
-    return details_block("Example diffs", "".join(collection_examples_block(c, labels) for c in kept))
+    total = sum(count for _, count in skipped)
+    where = ", ".join(f"{cell(name)}: {count}" for name, count in skipped)
+    return (f"\nSkipped {plural(total, 'example diff')} ({where}): every changed line matches "
+            f"{cell(noise_source or 'the known-noise patterns')}; `--include_noise` shows them.\n")
 
 
 def details_section(collections: Sequence[CollectionReport]) -> str:
@@ -598,7 +611,8 @@ def render_long(summary: AsmDiffsSummary, options: Optional[RenderOptions] = Non
         parts.extend(pivot_section(collections, row) for row in ROW_NAMES)
         if o.additions:
             parts.append(_extras_after_pivots(summary, o))
-        parts.append(example_diffs_section(collections, o.dropped_examples, labels=o.additions))
+        parts.append(example_diffs_section(collections, o.dropped_examples, labels=o.additions,
+                                           noise_source=summary.noise_source))
     else:
         parts.append(NO_DIFFS_FOUND + "\n")
     if not o.drop_details:

@@ -262,6 +262,8 @@ class CollectionReport:
     failing_contexts: List[int] = field(default_factory=list)  # failed contexts (MISSING ones excluded)
     # every metric column of the details CSV: [Σ base, Σ diff] over contexts both JITs compiled
     metric_totals: Dict[str, List[float]] = field(default_factory=dict)
+    #: example candidates skipped because their diff is known noise (reports/noise_patterns)
+    noise_skipped: int = 0
 
     @property
     def has_diffs(self) -> bool:
@@ -326,6 +328,8 @@ class AsmDiffsSummary(RunFacts):
     collections: List[CollectionReport] = field(default_factory=list)
     #: `-significance` overrides (metric -> minimum %) the "Other metrics" table applied
     significance: Dict[str, float] = field(default_factory=dict)
+    #: the known-noise patterns example diffs skipped ("" with --include_noise)
+    noise_source: str = ""
 
     @property
     def platform(self) -> str:
