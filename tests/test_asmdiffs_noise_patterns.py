@@ -52,13 +52,14 @@ def test_summary_says_how_many_were_skipped_and_why() -> None:
     a = CollectionReport("a.mch", noise_skipped=3)
     text = asm_markdown.example_diffs_section([a, CollectionReport("b.mch")], noise_source="7 known-noise patterns (x)")
     assert "Skipped 3 example diffs (a.mch: 3): every changed line matches 7 known-noise patterns (x); " \
+           "their listings stay in the asm folder but not in the examples or the HTML report; " \
            "`--include_noise` shows them." in text
     assert asm_markdown.example_diffs_section([CollectionReport("b.mch")]) == ""
 
 
 def _asmdiffs(capsys, toolchain: Path, spmi: Path, *extra: str):
     argv = ["asmdiffs", "-core_root", str(toolchain / "core_root"), "-spmi_location", str(spmi), "-arch", "x64",
-            "-target_os", "linux", "-base_jit_path", str(toolchain / "base" / "libclrjit.so"), "--no_html",
+            "-target_os", "linux", "-base_jit_path", str(toolchain / "base" / "libclrjit.so"),
             "-mch_files", str(collection(toolchain))]
     code = superpmi.main(argv + list(extra))
     out = capsys.readouterr()
@@ -81,11 +82,13 @@ def test_asmdiffs_skips_examples_that_are_all_noise_and_include_noise_keeps_them
     assert "<summary>Example diffs</summary>" not in text
     assert "every changed line matches 1 known-noise pattern (" in text and "--include_noise" in text
     assert "Skipped" in out and "known-noise pattern" in out
+    assert 'id="listing-' not in (tmp_path / "skip" / "diff_report.html").read_text(encoding="utf-8")
     code, out = _asmdiffs(capsys, sample_toolchain, tmp_path / "keep", "-noise_patterns", str(everything),
                           "--include_noise")
     assert code == 0, out
     kept = (tmp_path / "keep" / "diff_summary.md").read_text(encoding="utf-8")
     assert "<summary>Example diffs</summary>" in kept and "Skipped" not in kept
+    assert 'id="listing-' in (tmp_path / "keep" / "diff_report.html").read_text(encoding="utf-8")
     code, out = _asmdiffs(capsys, sample_toolchain, tmp_path / "default")   # the sample's diffs change code
     assert code == 0, out
     assert "<summary>Example diffs</summary>" in (tmp_path / "default" / "diff_summary.md").read_text(encoding="utf-8")

@@ -163,7 +163,7 @@ class CollectionDiff:
     analyze_markdown: str = ""
     listing_failures: List[dasm_gen.ListingFailure] = field(default_factory=list)
     has_diffs: bool = False
-    noise_skipped: int = 0  # example candidates skipped as known noise
+    noise_contexts: Set[int] = field(default_factory=set)  # picked contexts whose diff is known noise
 
     @property
     def failed(self) -> bool:
@@ -477,10 +477,10 @@ def collect_examples(job: Job, result: CollectionDiff, pick: "asm_analysis.Conte
     examples: List[asm_model.ExampleDiff] = []
     taken: set = set()
     noisy = known_noise_contexts(job, pick, base_files, diff_files)
-    result.noise_skipped = len(noisy)
+    result.noise_contexts = noisy
     if noisy:
-        log.info("Skipped %d example candidate(s) whose changed lines all match %s (--include_noise shows them)",
-                 len(noisy), job.flags.noise_source)
+        log.info("Skipped %d picked context(s) as examples and HTML listings: their changed lines all match %s "
+                 "(--include_noise shows them)", len(noisy), job.flags.noise_source)
     sides = ((IMPROVEMENT, pick.improvement_examples + pick.spare_improvements, pick.largest_improvement),
              (REGRESSION, pick.regression_examples + pick.spare_regressions, pick.largest_regression))
     for kind, rows, largest in sides:
@@ -562,7 +562,7 @@ def collection_report(job: Job, result: CollectionDiff) -> "asm_model.Collection
                                    diff_rows=html_build.diff_rows_of(result.table) if result.table else asm_model.DiffRows(),
                                    failing_contexts=reproducible_failures(result),
                                    metric_totals=asm_analysis.metric_totals(result.metric_sums),
-                                   noise_skipped=result.noise_skipped)
+                                   noise_skipped=len(result.noise_contexts))
 
 
 def reproducible_failures(result: CollectionDiff) -> List[int]:
@@ -643,6 +643,7 @@ def write_html_report(job: Job, results: Sequence[CollectionDiff], summary: "asm
             return steps.example_superpmi_command(job.invocation, job.diff_jit, mch, context, job.jit_options.forced,
                                                   job.jit_options.side("diff"), env, job.settings.host_os)
 
-        listings += html_step.read_listings(result.mch.name, result.asm_dir, repro, budget)
+        listings += [listing for listing in html_step.read_listings(result.mch.name, result.asm_dir, repro, budget)
+                     if listing.context not in result.noise_contexts]
     report = html_build.report_from_summary(summary, listings)
     return html_step.write_report(report, html_step.report_path(summary_path), budget)

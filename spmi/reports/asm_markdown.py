@@ -208,7 +208,8 @@ def noise_skip_note(collections: Sequence[CollectionReport], noise_source: str) 
     total = sum(count for _, count in skipped)
     where = ", ".join(f"{cell(name)}: {count}" for name, count in skipped)
     return (f"\nSkipped {plural(total, 'example diff')} ({where}): every changed line matches "
-            f"{cell(noise_source or 'the known-noise patterns')}; `--include_noise` shows them.\n")
+            f"{cell(noise_source or 'the known-noise patterns')}; their listings stay in the asm folder but not in "
+            "the examples or the HTML report; `--include_noise` shows them.\n")
 
 
 def details_section(collections: Sequence[CollectionReport]) -> str:
