@@ -304,7 +304,7 @@ def gate_rule(threshold: Optional[float]) -> str:
     if not threshold:
         return "Memory gate: disabled (-memdiff_threshold 0).\n\n"
     return (f"Memory gate: memdiff fails (exit code 2) when the {BYTES_ALLOCATED} PDIFF of any collection's "
-            f"Overall or FullOpts row is at least +{fmt_threshold(threshold)}% "
+            f"Overall or FullOpts row is at least +{fmt_threshold(threshold)}% and the growth is significant "
             f"(-memdiff_threshold {fmt_threshold(threshold)}; 0 disables).\n\n")
 
 

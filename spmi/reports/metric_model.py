@@ -81,8 +81,9 @@ def pct_change(base: Number, diff: Number) -> float:
 
 
 def is_significant(base: Number, diff: Number) -> bool:
-    """§12.11: the percentage rounded (Python `round`) to 2 decimals is not 0;
-    base 0 is significant exactly when diff is not 0."""
+    """Upstream's rule (§12.11): the percentage rounded (Python `round`) to 2 decimals is not 0;
+    base 0 is significant exactly when diff is not 0. The suite's summaries judge by
+    `reports/significance` instead (§12.12b)."""
     if base == 0:
         return diff != 0
     return round((diff - base) / abs(base) * 100.0, 2) != 0
@@ -100,10 +101,6 @@ class Totals:
     @property
     def pct(self) -> float:
         return pct_change(self.base, self.diff)
-
-    @property
-    def significant(self) -> bool:
-        return is_significant(self.base, self.diff)
 
 
 @dataclass
