@@ -115,3 +115,15 @@ def test_noise_options_are_checked() -> None:
     for bad in (["BytesAllocated"], ["BytesAllocated=x"], ["NoSuchMetric=1"], ["BytesAllocated=-1"]):
         with pytest.raises(GeneratorError):
             parse_noise(bad)
+
+
+def test_demo_with_noise_turns_the_knobs_and_the_noise_check_on(tmp_path: Path, sample_toolchain: Path) -> None:
+    from sample import demo
+    make, setup = demo.pipeline_commands(tmp_path, noise=True)
+    assert make[-len(demo.DEMO_NOISE):] == demo.DEMO_NOISE and "--noise_check" in setup
+    assert setup[-1] == "--run_locally"
+    plain_make, plain_setup = demo.pipeline_commands(tmp_path)
+    assert "--noise" not in plain_make and "--noise_check" not in plain_setup
+    assert any("python sample/demo.py --noise" in line for line in demo.next_steps(tmp_path, [], []))
+    memdiff = demo.memdiff_command(sample_toolchain, tmp_path / "spmi")
+    assert memdiff[2:4] == ["memdiff", "--noise_check"]

@@ -127,3 +127,11 @@ def test_asmdiffs_other_metrics_table_applies_the_rules() -> None:
     assert "Other metrics (none changed significantly; 2 within noise)" in quiet
     loud = asm_markdown.other_metrics_section([a], Significance({"BytesAllocated": 0.1}))
     assert "|BytesAllocated|a.mch|100,000|100,500|" in loud
+
+
+def test_the_flag_help_names_the_table_defaults() -> None:
+    """`-significance -h` repeats the defaults (base cannot import reports): it must match the table."""
+    action = next(a for a in config.significance_options()._actions if "-significance" in a.option_strings)
+    for metric in ("instructions", "BytesAllocated", "PerfScore"):
+        assert f"{metric} {signal.RULES[metric]:g}" in action.help
+    assert f"other metrics {signal.OTHER_METRICS_RULE:g}" in action.help and "code bytes any change" in action.help
