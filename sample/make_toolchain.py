@@ -434,6 +434,11 @@ def write_layout_readme(toolchain: Toolchain, contexts: int) -> Path:
     ]
     for target, name in sorted(toolchain.jit_names.items()):
         lines.append("* `%s`: `%s`" % (target, name))
+    if toolchain.noise:
+        lines += ["", "Run-to-run noise (each compile's value varies by up to ±PCT %%): %s, seed %s; runs are numbered "
+                  "in `%s/` (`SPMI_SAMPLE_NOISE_RUN` pins one)."
+                  % (", ".join("`%s` %g" % item for item in sorted(toolchain.noise["noise"].items())),
+                     toolchain.noise["noise_seed"], NOISE_RUNS_DIR)]
     lines += ["", "Example (run from `core_root`):", "",
               "    ./superpmi -a -v ewi -f fail.mcl -details details.csv ../base/libclrjit.so libclrjit.so \\",
               "        ../collections/%s/linux/x64/libraries.pmi.linux.x64.checked.mch" % toolchain.guid, ""]
