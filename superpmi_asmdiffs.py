@@ -52,6 +52,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("-work_item_timeout", metavar="H:MM:SS",
                         help="the work item's Helix timeout (the .proj passes it): replays stop early enough "
                              "to leave time for the summaries, which name the collections that timed out")
+    pipeline.add_signal_options(parser)
     return parser
 
 

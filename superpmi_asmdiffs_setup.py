@@ -98,6 +98,7 @@ def build_parser() -> ArgumentParser:
     history.add_argument("-history_last", type=int_between(1, 1000), default=30, metavar="N",
                          help="how many main runs to compare with (default 30)")
     history.add_argument("-diff_git_hash", metavar="HASH", help="commit the diff JITs were built from (recorded)")
+    pipeline.add_signal_options(parser)
     return parser
 
 

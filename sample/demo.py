@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Make a sample toolchain and run `superpmi.py asmdiffs` on it, natively and for one cross target.
 
-    python sample/demo.py [--out DIR] [--contexts N]
+    python sample/demo.py [--out DIR] [--contexts N] [--noise]
 
 The console shows each run's progress and where its summaries are, then the next
 steps: the files to open, a flag to try, the pipeline on this toolchain. Everything
 goes below --out (default `demo/` in the repository), which is safe to delete.
+
+--noise makes the toolchain's JITs and pintool vary run to run (`make_toolchain.py --noise`,
+`DEMO_NOISE`) and adds a `memdiff --noise_check` run: the summary flags only changes beyond the
+noise floor an A/A replay measures, and the pipeline commands pass `--noise_check` on.
 """
 from __future__ import annotations
 
@@ -19,13 +23,26 @@ from typing import List, Optional, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 HOST_JITS = {"x64": "libclrjit.so", "arm64": "libclrjit_universal_arm64_x64.so"}
+#: run-to-run noise of `--noise`: PIN counts ±0.004 % and BytesAllocated ±3 % per compile
+DEMO_NOISE = ["--noise", "instructions=0.004", "--noise", "BytesAllocated=3", "--noise_seed", "1"]
 
 
-def make_toolchain(out: Path, contexts: int) -> None:
-    print(f"Making a sample toolchain in {out} ...", flush=True)
+def make_toolchain(out: Path, contexts: int, noise: bool = False) -> None:
+    print(f"Making a sample toolchain in {out}{' (with run-to-run noise)' if noise else ''} ...", flush=True)
     subprocess.run([sys.executable, str(REPO / "sample" / "make_toolchain.py"), str(out),
-                    "--contexts", str(contexts), "--targets", "linux-x64,linux-arm64"],
+                    "--contexts", str(contexts), "--targets", "linux-x64,linux-arm64"] + (DEMO_NOISE if noise else []),
                    check=True, stdout=subprocess.DEVNULL)
+
+
+def memdiff_command(toolchain: Path, spmi_location: Path) -> List[str]:
+    """memdiff of the release JITs for linux-x64 with the A/A calibration (`--noise`)."""
+    return [sys.executable, str(REPO / "superpmi.py"), "memdiff", "--noise_check",
+            "-target_os", "linux", "-target_arch", "x64", "-arch", "x64",
+            "-core_root", str(toolchain / "core_root"),
+            "-base_jit_path", str(toolchain / "release" / "base" / HOST_JITS["x64"]),
+            "-diff_jit_path", str(toolchain / "release" / "diff" / HOST_JITS["x64"]),
+            "-mch_files", str(collection_dir(toolchain, "x64")),
+            "-spmi_location", str(spmi_location), "--no_progress"]
 
 
 def collection_dir(toolchain: Path, target_arch: str) -> Path:
@@ -72,28 +89,29 @@ def shown(argv: Sequence[str]) -> str:
     return shlex.join([python if arg == sys.executable else arg for arg in argv])
 
 
-def pipeline_commands(out: Path) -> List[List[str]]:
+def pipeline_commands(out: Path, noise: bool = False) -> List[List[str]]:
     """The whole CI pipeline run locally, as the README's "Run the pipeline locally" has it: a small
     toolchain with every target of this host's queue, then setup with --run_locally."""
     toolchain = out / "toolchain"
     pin = toolchain / "pintools" / "1.0" / ("osx" if sys.platform == "darwin" else "linux")
     make = [sys.executable, str(REPO / "sample" / "make_toolchain.py"), str(toolchain), "--contexts", "50",
-            "--collections", "libraries.pmi"]
+            "--collections", "libraries.pmi"] + (DEMO_NOISE if noise else [])
     setup = [sys.executable, str(REPO / "superpmi_asmdiffs_setup.py"),
             "-product_directory", str(toolchain / "core_root"), "-base_jit_directory", str(toolchain / "base"),
             "-release_product_directory", str(toolchain / "release" / "diff"),
             "-release_base_jit_directory", str(toolchain / "release" / "base"), "-pin_directory", str(pin),
             "-private_store", str(toolchain / "collections"), "-payload_directory", str(out / "payload"),
-            "--clean", "-type", "all", "--run_locally"]
+            "--clean", "-type", "all"] + (["--noise_check"] if noise else []) + ["--run_locally"]
     return [make, setup]
 
 
-def next_steps(out: Path, spmi_locations: Sequence[Path], commands: Sequence[List[str]]) -> List[str]:
+def next_steps(out: Path, spmi_locations: Sequence[Path], commands: Sequence[List[str]],
+               noise: bool = False) -> List[str]:
     """What to do after the demo: open the summaries, try -v, run the pipeline locally."""
     lines = ["", "Next steps:",
              "  1. Open a summary, or the HTML report in a browser (every context with diffs, the listings):"]
     for spmi_location in spmi_locations:
-        for pattern in ("diff_summary*.md", "diff_report*.html"):
+        for pattern in ("diff_summary*.md", "diff_report*.html", "memdiff_summary*.md"):
             found = newest(list(spmi_location.glob(pattern)))
             if found is not None:
                 lines.append(f"       {found}")
@@ -103,16 +121,19 @@ def next_steps(out: Path, spmi_locations: Sequence[Path], commands: Sequence[Lis
                   "       " + shown(list(commands[0]) + ["-filter", "libraries", "-v"])]
     lines += ["  3. Run the whole CI pipeline (asmdiffs, tpdiff, memdiff) locally, on a small toolchain with "
               "every target:"]
-    lines += ["       " + shown(command) for command in pipeline_commands(out / "pipeline")]
+    lines += ["       " + shown(command) for command in pipeline_commands(out / "pipeline", noise)]
+    if not noise:
+        lines.append("  4. Add run-to-run noise and flag only what stands out from it (memdiff --noise_check): "
+                     + shown([sys.executable, str(REPO / "sample" / "demo.py"), "--noise"]))
     lines.append("  More: %s (examples and every option), %s."
                  % (shown([sys.executable, str(REPO / "superpmi.py"), "asmdiffs", "-h"]), REPO / "README.md"))
     return lines
 
 
-def run_demo(out: Path, contexts: int) -> int:
-    toolchain = out / "toolchain"
+def run_demo(out: Path, contexts: int, noise: bool = False) -> int:
+    toolchain = out / ("toolchain-noisy" if noise else "toolchain")
     if not (toolchain / "core_root").is_dir():
-        make_toolchain(toolchain, contexts)
+        make_toolchain(toolchain, contexts, noise)
     status = 0
     commands: List[List[str]] = []
     spmi_locations = [out / f"spmi.linux.{target_arch}" for target_arch in ("x64", "arm64")]
@@ -121,7 +142,13 @@ def run_demo(out: Path, contexts: int) -> int:
         command = asmdiffs_command(toolchain, target_arch, spmi_location)
         commands.append(command)
         status = status or subprocess.run(command).returncode
-    print("\n".join(next_steps(out, spmi_locations, commands)), flush=True)
+    if noise:
+        spmi_locations.append(out / "spmi.memdiff")
+        print("\n=== memdiff --noise_check for linux/x64 (one more replay per collection: the A/A calibration)",
+              flush=True)
+        code = subprocess.run(memdiff_command(toolchain, spmi_locations[-1])).returncode
+        status = status or (0 if code == 2 else code)  # 2: the memory gate (the sample's aspnet blow-up)
+    print("\n".join(next_steps(out, spmi_locations, commands, noise)), flush=True)
     return status
 
 
@@ -129,8 +156,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "demo"), help="where to put the toolchain and results")
     parser.add_argument("--contexts", type=int, default=2000, help="contexts per collection")
+    parser.add_argument("--noise", action="store_true",
+                        help="JITs and pintool with run-to-run noise, plus a memdiff --noise_check run")
     args = parser.parse_args(argv)
-    return run_demo(Path(args.out).resolve(), args.contexts)
+    return run_demo(Path(args.out).resolve(), args.contexts, args.noise)
 
 
 if __name__ == "__main__":

@@ -78,6 +78,10 @@ class JitSpec:
     faults: Dict[str, Any] = field(default_factory=dict)
     altjit: bool = False
     build_string: Optional[str] = None
+    #: run-to-run noise of reported metrics (metric -> percent; see noise.py), its seed and run counter folder
+    noise: Dict[str, float] = field(default_factory=dict)
+    noise_seed: int = 0
+    noise_runs: str = ""
 
     @property
     def family(self) -> str:

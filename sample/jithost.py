@@ -10,7 +10,8 @@ from typing import IO, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .context import MethodContext
 from .jitfile import JitSpec, NotAJit, decode_jit
-from .model import CodePlan, Knobs, executed_instructions, metrics, plan_code, string_seed
+from .model import METRIC_NAMES, CodePlan, Knobs, executed_instructions, metrics, plan_code, string_seed
+from .noise import INSTRUCTIONS, NoiseConfig, config_from, current_run_key, factor, noisy_metrics
 
 FAULT_KINDS = ("crash", "hang", "missing", "assert", "compile_error")
 
@@ -184,11 +185,16 @@ def missing_text(context: MethodContext) -> str:
 class JitInstance:
     """One loaded JIT (JIT1 or JIT2) inside a superpmi process."""
 
-    def __init__(self, path: str, spec: JitSpec, config: ConfigSource, under_pin: bool) -> None:
+    def __init__(self, path: str, spec: JitSpec, config: ConfigSource, under_pin: bool, slot: int = 1,
+                 pin_noise: Optional[NoiseConfig] = None) -> None:
         self.path = path
         self.spec = spec
         self.config = config
         self.under_pin = under_pin
+        self.slot = slot
+        self.metric_noise = config_from({"noise": spec.noise, "noise_seed": spec.noise_seed})
+        self.pin_noise = pin_noise or NoiseConfig()
+        self.run_key = current_run_key()
         self.address_salt = string_seed(os.path.abspath(path) + spec.variant)
         self._stdout: Optional[IO[bytes]] = None
         self._stdout_ready = False
@@ -274,7 +280,7 @@ class JitInstance:
         reported = knobs.report_metrics
         outcome = Outcome(
             "Success", plan=plan,
-            metrics=metrics(context, self.spec, plan, optimizer_passes(settings, context)) if reported else None,
+            metrics=self._metrics(context, plan, settings) if reported else None,
             reported_name=context.name if reported else "",
             reported_tier=context.tier if reported else "",
             instructions=self._count(context, plan, knobs, "Success"),
@@ -282,10 +288,16 @@ class JitInstance:
         self._emit_text(context, plan, settings)
         return outcome
 
+    def _metrics(self, context: MethodContext, plan: CodePlan, settings: Settings) -> Tuple[object, ...]:
+        values = metrics(context, self.spec, plan, optimizer_passes(settings, context))
+        return noisy_metrics(self.metric_noise, self.run_key, self.slot, context.hash64, METRIC_NAMES, values)
+
     def _count(self, context: MethodContext, plan: Optional[CodePlan], knobs: Knobs, result: str) -> int:
         if not self.under_pin:
             return 0
-        return executed_instructions(context, self.spec, plan, knobs, result)
+        count = executed_instructions(context, self.spec, plan, knobs, result)
+        multiplier = factor(self.pin_noise, self.run_key, self.slot, INSTRUCTIONS, context.hash64)
+        return count if multiplier == 1.0 else max(1, int(round(count * multiplier)))
 
     def _failed(self, result: str, context: MethodContext, knobs: Knobs, missing: str = "",
                 asserted: str = "") -> Outcome:

@@ -34,6 +34,7 @@ from .assembly import KIND_LIBRARY, AssemblySpec, write_assembly, write_sample_a
 from .collection import make_collection
 from .coredistools import coredistools_file_name, write_coredistools
 from .jitfile import DEFAULT_COMPILER, DEFAULT_GUID, JitSpec, host_os, jit_file_name, shared_library_suffix, write_jit
+from .noise import INSTRUCTIONS, NoiseConfig, check_amplitudes
 from .pin_main import PINTOOL_MAGIC
 from .shim import shim_file_name, write_shim
 
@@ -46,6 +47,8 @@ OS_NAMES = ("windows", "linux", "osx")
 ARCHES = ("x64", "x86", "arm64", "arm")
 PACKAGE_DIR = Path(__file__).resolve().parent
 PathLike = Union[str, Path]
+#: folder of a toolchain holding the noise run counter (see noise.py)
+NOISE_RUNS_DIR = "noise_runs"
 
 
 class GeneratorError(Exception):
@@ -66,8 +69,9 @@ def make_jit(path: PathLike, target_os: str, target_arch: str, flavor: str = "ch
              guid: str = DEFAULT_GUID, build_string: Optional[str] = None,
              faults: Optional[Mapping[str, Any]] = None, compiler: str = DEFAULT_COMPILER,
              native_pgo: Optional[bool] = None, tp_factor: float = 1.0,
-             mem_factors: Optional[Mapping[str, float]] = None, altjit: bool = False) -> Path:
-    """Write one sample JIT file.
+             mem_factors: Optional[Mapping[str, float]] = None, altjit: bool = False,
+             noise: Optional[NoiseConfig] = None) -> Path:
+    """Write one sample JIT file (``noise``: run-to-run variation of its reported metrics, see noise.py).
 
     ``faults`` keys: ``<kind>_hashes`` (list of method hashes, 8-hex short
     hashes or full method names) and ``<kind>_every`` (N: methods whose short
@@ -79,7 +83,34 @@ def make_jit(path: PathLike, target_os: str, target_arch: str, flavor: str = "ch
                    compiler=compiler, native_pgo=native_pgo, tp_factor=tp_factor,
                    mem_factors=dict(mem_factors or {"*": 1.0}), faults=dict(faults or {}), altjit=altjit,
                    build_string=build_string)
+    if noise is not None and noise.enabled:
+        metric_noise = {k: v for k, v in noise.amplitudes.items() if k != INSTRUCTIONS}
+        check_noise(noise.amplitudes)
+        spec.noise, spec.noise_seed, spec.noise_runs = metric_noise, noise.seed, noise.runs_dir
     return write_jit(Path(path), spec)
+
+
+def check_noise(amplitudes: Mapping[str, float]) -> None:
+    try:
+        check_amplitudes(amplitudes)
+    except ValueError as error:
+        raise GeneratorError(str(error)) from None
+
+
+def parse_noise(items: Optional[Sequence[str]]) -> Dict[str, float]:
+    """``--noise METRIC=PCT`` values (repeatable) as metric -> percent."""
+    amplitudes: Dict[str, float] = {}
+    for item in items or ():
+        metric, equals, pct = item.partition("=")
+        try:
+            amplitudes[metric.strip()] = float(pct)
+        except ValueError:
+            raise GeneratorError("--noise %s: use METRIC=PCT, e.g. --noise instructions=0.05 "
+                                 "--noise BytesAllocated=5" % item) from None
+        if not equals:
+            raise GeneratorError("--noise %s: use METRIC=PCT" % item)
+    check_noise(amplitudes)
+    return amplitudes
 
 
 def make_invalid_jit(path: PathLike) -> Path:
@@ -90,16 +121,21 @@ def make_invalid_jit(path: PathLike) -> Path:
     return path
 
 
-def make_pintool(path: PathLike) -> Path:
+def make_pintool(path: PathLike, noise: Optional[NoiseConfig] = None) -> Path:
+    """The pintool file; with ``noise`` naming ``instructions`` its counts vary run to run (noise.py)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(PINTOOL_MAGIC + b"clrjit_inscount sample pintool\n")
+    text = PINTOOL_MAGIC + b"clrjit_inscount sample pintool\n"
+    if noise is not None and noise.amplitudes.get(INSTRUCTIONS, 0) > 0:
+        only = NoiseConfig({INSTRUCTIONS: noise.amplitudes[INSTRUCTIONS]}, noise.seed, noise.runs_dir)
+        text += json.dumps(only.to_json(), sort_keys=True).encode("utf-8") + b"\n"
+    path.write_bytes(text)
     return path
 
 
 #: the modules a generated toolchain runs (copied to ``OUTDIR/core_root/lib/sample``)
 LIBRARY_MODULES = ("__init__", "assembly", "context", "coredistools", "corerun_main", "ilc_main", "jitfile", "jithost",
-                   "listing", "mchfile", "mcs_main", "model", "names", "pin_main", "shim", "superpmi_args",
+                   "listing", "mchfile", "mcs_main", "model", "names", "noise", "pin_main", "shim", "superpmi_args",
                    "superpmi_main", "superpmi_output", "superpmi_parallel")
 
 
@@ -238,6 +274,8 @@ class Toolchain:
     pintool: Path
     pin_archive: Path
     collections_dir: Path
+    #: the noise knobs every JIT and the pintool carry (empty: none), with their seed
+    noise: Dict[str, Any] = field(default_factory=dict)
     #: target ("linux-x64") -> JIT file name
     jit_names: Dict[str, str] = field(default_factory=dict)
     #: target -> collection files
@@ -326,9 +364,13 @@ def make_toolchain(outdir: PathLike, contexts: int = 300, seed: int = 0, host_ar
                    diff_compiler: Optional[str] = None, diff_native_pgo: Optional[bool] = None,
                    tp_factor: float = 1.03, mem_factor: float = 1.02, memblowup_set: str = "aspnet",
                    memblowup_factor: float = 1.40, diff_faults: Optional[Mapping[str, Any]] = None,
-                   collection_faults: Optional[Mapping[str, Any]] = None, coredistools: bool = True) -> Toolchain:
+                   collection_faults: Optional[Mapping[str, Any]] = None, coredistools: bool = True,
+                   noise: Optional[Mapping[str, float]] = None, noise_seed: int = 0) -> Toolchain:
     """Write the whole sample layout under ``outdir`` (see sample/README.md); ``coredistools=False``
-    leaves the disassembler library out of Core_Root (as a Core_Root made from a product build may)."""
+    leaves the disassembler library out of Core_Root (as a Core_Root made from a product build may).
+
+    ``noise`` (metric -> percent, e.g. ``{"instructions": 0.05, "BytesAllocated": 5}``) gives every
+    JIT and the pintool seeded run-to-run variation (``noise_seed``); see noise.py."""
     if host_arch not in HOST_TARGETS:
         raise GeneratorError("host arch must be one of %s, not '%s'" % (", ".join(HOST_TARGETS), host_arch))
     if contexts < 0:
@@ -357,7 +399,12 @@ def make_toolchain(outdir: PathLike, contexts: int = 300, seed: int = 0, host_ar
 
     plan = jit_plan(host, host_arch, chosen)
     diff_compiler = diff_compiler or base_compiler
-    common = {"guid": guid}
+    noise_config = NoiseConfig(dict(noise or {}), noise_seed, str(root / NOISE_RUNS_DIR)) if noise else None
+    if noise_config is not None:
+        check_noise(noise_config.amplitudes)
+    if (root / NOISE_RUNS_DIR).exists():
+        shutil.rmtree(root / NOISE_RUNS_DIR)  # a fresh toolchain numbers its runs from 1 again
+    common: Dict[str, Any] = {"guid": guid, "noise": noise_config}
     _write_jit_set(core_root, plan, flavor="checked", variant="diff", compiler=diff_compiler,
                    native_pgo=diff_native_pgo, tp_factor=tp_factor, mem_factors={"*": mem_factor},
                    faults=diff_faults, **common)
@@ -375,13 +422,15 @@ def make_toolchain(outdir: PathLike, contexts: int = 300, seed: int = 0, host_ar
         shutil.rmtree(pin_root)
     pin = make_pin(pin_root / ("pin.exe" if host == "windows" else "pin"))
     tool_name = {"windows": "clrjit_inscount.dll", "osx": "libclrjit_inscount.dylib"}.get(host, "libclrjit_inscount.so")
-    pintool = make_pintool(pin_root / ("clrjit_inscount_%s" % host_arch) / tool_name)
+    pintool = make_pintool(pin_root / ("clrjit_inscount_%s" % host_arch) / tool_name, noise_config)
     archive = pack_directory(pin_root, root / "pintools" / "1.0" / (host + (".zip" if host == "windows" else ".tar.gz")))
 
     collections_dir = root / "collections" / guid
     toolchain = Toolchain(root, host, host_arch, guid, core_root, root / "base", root / "release" / "base",
                           root / "release" / "diff", root / "release" / "diff_memblowup", pin, pintool, archive,
                           collections_dir)
+    if noise_config is not None:
+        toolchain.noise = noise_config.to_json()
     for target in chosen:
         os_name, arch = parse_target(target)
         toolchain.jit_names[target] = jit_file_name(host, os_name, host_arch, arch)
@@ -406,6 +455,7 @@ def write_manifest(toolchain: Toolchain) -> Path:
         "apps_dir": str(toolchain.apps_dir), "deps_dir": str(toolchain.deps_dir),
         "coredistools": str(toolchain.coredistools) if toolchain.coredistools.is_file() else None,
         "collections": {t: [str(p) for p in paths] for t, paths in toolchain.collections.items()},
+        "noise": toolchain.noise,
     }
     path = toolchain.root / "toolchain.json"
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
@@ -448,6 +498,11 @@ def write_layout_readme(toolchain: Toolchain, contexts: int) -> Path:
     ]
     for target, name in sorted(toolchain.jit_names.items()):
         lines.append("* `%s`: `%s`" % (target, name))
+    if toolchain.noise:
+        lines += ["", "Run-to-run noise (each compile's value varies by up to ±PCT %%): %s, seed %s; runs are numbered "
+                  "in `%s/` (`SPMI_SAMPLE_NOISE_RUN` pins one)."
+                  % (", ".join("`%s` %g" % item for item in sorted(toolchain.noise["noise"].items())),
+                     toolchain.noise["noise_seed"], NOISE_RUNS_DIR)]
     lines += ["", "Example (run from `core_root`):", "",
               "    ./superpmi -a -v ewi -f fail.mcl -details details.csv ../base/libclrjit.so libclrjit.so \\",
               "        ../collections/%s/linux/x64/libraries.pmi.linux.x64.checked.mch" % toolchain.guid, ""]
@@ -501,7 +556,16 @@ def toolchain_parser() -> argparse.ArgumentParser:
     parser.add_argument("--collection_faults", help="JSON faults for every collection")
     parser.add_argument("--no_coredistools", action="store_true",
                         help="leave the disassembler library out of core_root (superpmi -a then fails to load it)")
+    _add_noise_arguments(parser)
     return parser
+
+
+def _add_noise_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--noise", action="append", metavar="METRIC=PCT",
+                        help="run-to-run variation: each compile's METRIC varies by up to ±PCT %% "
+                             "(instructions: the pintool's counts; any reported metric, e.g. BytesAllocated); "
+                             "repeatable; off by default")
+    parser.add_argument("--noise_seed", type=int, default=0, help="seed of the noise (default 0)")
 
 
 def jit_parser() -> argparse.ArgumentParser:
@@ -519,6 +583,9 @@ def jit_parser() -> argparse.ArgumentParser:
     parser.add_argument("--faults", default=None, help='JSON, e.g. {"assert_every": 97}')
     parser.add_argument("--altjit", action="store_true")
     parser.add_argument("--invalid", action="store_true", help="write a file that is not a JIT")
+    _add_noise_arguments(parser)
+    parser.add_argument("--noise_runs", default="", help="folder of the noise run counter (default: none; "
+                                                          "runs then differ only with SPMI_SAMPLE_NOISE_RUN)")
     return parser
 
 
@@ -546,7 +613,8 @@ def cli(argv: Sequence[str]) -> int:
         make_jit(args.path, os_name, arch, flavor=args.flavor, variant=args.variant, guid=args.guid,
                  build_string=args.build_string, faults=_json_argument(args.faults, "--faults"),
                  compiler=args.compiler, native_pgo=pgo, tp_factor=args.tp_factor,
-                 mem_factors=_json_argument(args.mem_factors, "--mem_factors"), altjit=args.altjit)
+                 mem_factors=_json_argument(args.mem_factors, "--mem_factors"), altjit=args.altjit,
+                 noise=NoiseConfig(parse_noise(args.noise), args.noise_seed, args.noise_runs))
         return 0
     if argv and argv[0] == "collection":
         args = collection_parser().parse_args(argv[1:])
@@ -567,7 +635,7 @@ def cli(argv: Sequence[str]) -> int:
         mem_factor=args.mem_factor, memblowup_set=args.memblowup_set, memblowup_factor=args.memblowup_factor,
         diff_faults=_json_argument(args.diff_faults, "--diff_faults"),
         collection_faults=_json_argument(args.collection_faults, "--collection_faults"),
-        coredistools=not args.no_coredistools)
+        coredistools=not args.no_coredistools, noise=parse_noise(args.noise), noise_seed=args.noise_seed)
     print("Wrote sample toolchain to %s (see %s)" % (toolchain.root, toolchain.root / "README.md"))
     return 0
 

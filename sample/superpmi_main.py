@@ -15,7 +15,7 @@ from typing import IO, Dict, Iterator, List, Optional, Set
 
 from .context import PayloadError, decode_context
 from .coredistools import CoreDisToolsLoadError, load_coredistools
-from .jitfile import DEFAULT_GUID, host_os, jit_file_name
+from .jitfile import DEFAULT_GUID, NotAJit, host_os, jit_file_name, read_jit
 from .jithost import ConfigSource, JitInstance, JitLoadError, Outcome, load_jit
 from .mchfile import (
     FramingError,
@@ -28,6 +28,7 @@ from .mchfile import (
     record_payload,
     scan_records,
 )
+from .noise import config_from, prepare_run, read_pintool_config
 from .superpmi_args import Options, UsageError, parse_args
 from .superpmi_output import Console, diff_header, diff_row, print_help, replay_header, replay_row, summary_line
 
@@ -149,6 +150,7 @@ def run_main(argv: Optional[List[str]] = None, settings: Optional[Dict[str, str]
         console.flush()
         return -1
     CostModel.start()
+    prepare_noise_run(options)
     if options.parallel:
         from .superpmi_parallel import run_parallel
         return run_parallel(options, argv, settings)
@@ -322,11 +324,24 @@ def add_failure(run: Run, number: int) -> None:
         run.fail_file.write(format_mcl([number]))
 
 
+def prepare_noise_run(options: Options) -> None:
+    """Fix the noise run key (see noise.py) before any worker starts, when a JIT or the pintool is noisy."""
+    configs = [read_pintool_config(os.environ.get(PIN_ENV))]
+    for path in options.jits[:2]:
+        try:
+            spec = read_jit(Path(path))
+        except (OSError, NotAJit):
+            continue
+        configs.append(config_from({"noise": spec.noise, "noise_seed": spec.noise_seed, "noise_runs": spec.noise_runs}))
+    prepare_run(configs)
+
+
 def ensure_jits_loaded(run: Run) -> None:
     if run.jits:
         return
     options = run.options
     under_pin = bool(os.environ.get(PIN_ENV))
+    pin_noise = read_pintool_config(os.environ.get(PIN_ENV)) if under_pin else None
     sources = [
         ConfigSource(options.forced1, options.plain1, options.ignore_stored, os.environ),
         ConfigSource(options.forced2, options.plain2, options.ignore_stored, os.environ),
@@ -339,7 +354,7 @@ def ensure_jits_loaded(run: Run) -> None:
             spec = load_jit(Path(path), run.settings["guid"])
         except JitLoadError as error:
             raise FatalExit(-2, str(error)) from None
-        run.jits.append(JitInstance(path, spec, sources[index], under_pin))
+        run.jits.append(JitInstance(path, spec, sources[index], under_pin, index + 1, pin_noise))
 
 
 def replay_record(run: Run, ref: RecordRef, started: float) -> bool:

@@ -219,3 +219,27 @@ def test_clean_only_empties_an_earlier_payload(tmp_path: Path) -> None:
     (earlier / "superpmi_asmdiffs.py").write_text("")
     payload.prepare_payload_directory(earlier, clean=True)
     assert earlier.is_dir() and not any(earlier.iterdir())
+
+
+def test_noise_check_and_significance_pass_from_setup_to_the_diff_commands() -> None:
+    """setup's --noise_check / -significance reach each work item's command line, and the work item
+    hands them to tpdiff/memdiff/metricdiff (asmdiffs takes -significance only); the work item's
+    parser reads them back."""
+    import superpmi_asmdiffs
+    from spmi.pipeline import workitem
+    signal = pipeline.signal_args(True, [("BytesAllocated", 2.0)])
+    assert signal == ["--noise_check", "-significance", "BytesAllocated=2"]
+    [item, *_] = helix.plan_work_items("linux", "x64", "all", signal_args=signal)
+    command = helix.render_command(item.command, "linux")
+    assert command.endswith("-work_item_timeout 2:00:00 --noise_check -significance BytesAllocated=2")
+    args = superpmi_asmdiffs.build_parser().parse_args(
+        ["-base_jit_directory", "/p/base", "-diff_jit_directory", "/p/diff", "-log_directory", "/u", "-arch", "x64",
+         "-platform", "linux", "-type", "all", "--noise_check", "-significance", "BytesAllocated=2"])
+    assert args.noise_check and args.significance == [("BytesAllocated", 2.0)]
+    cfg = workitem.DriverConfig(Path("/p"), Path("/p/base"), Path("/p/diff"), Path("/u"), "linux", "x64", "linux",
+                                pipeline.expand_types("all") + [pipeline.DIFF_TYPES["metricdiff"]],
+                                noise_check=True, significance=[("BytesAllocated", 2.0)])
+    for diff_type in cfg.types:
+        argv = workitem.diff_argv(cfg, diff_type)
+        assert ("--noise_check" in argv) == (diff_type.name != "asmdiffs"), diff_type.name
+        assert argv[argv.index("-significance") + 1] == "BytesAllocated=2"

@@ -302,7 +302,7 @@ def test_tpdiff_and_memdiff_pages_open_with_one_headline_table_in_platform_order
         assert [r.split("|")[1:3] for r in rows] == [["windows x64", "aspnet.mch"], ["linux x64", "libraries.mch"],
                                                        ["linux x64", "aspnet.mch"]]
         assert "|500|800|+300|" in rows[0] and "-100|" in rows[1]
-        assert "significant when its PDIFF, rounded to two decimals, is not 0.00%" in shown
+        assert "significant when it reaches its metric's minimum meaningful change" in shown
         orders.append([line[3:] for line in text.splitlines() if line.startswith("## ")])
     asm = (tmp_path / pipeline.overall_summary_name("asmdiffs", "linux", "x64")).read_text()
     orders.append([line[3:] for line in asm.splitlines() if line.startswith("## ")])

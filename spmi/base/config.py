@@ -14,7 +14,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Literal, Optional, Sequence, TypeVar, overload
+from typing import Callable, List, Literal, Optional, Sequence, Tuple, TypeVar, overload
 
 from spmi.base import fsutil, logs, platforms, progress, runner
 from spmi.base.errors import SuiteError
@@ -158,6 +158,44 @@ def target_options() -> "ArgumentParser":
     group.add_argument("-target_os", help="target OS (default: host OS)")
     group.add_argument("-target_arch", help="target architecture (default: -arch)")
     group.add_argument("-mch_arch", help="architecture the collections were recorded on (default: -target_arch)")
+    return parser
+
+
+_METRIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+#: k of the A/A calibration: a change must exceed k × the measured spread (docs/contracts.md §12.12b)
+DEFAULT_NOISE_K = 3.0
+
+
+def significance_override(text: str) -> Tuple[str, float]:
+    """`-significance METRIC=PCT`: a metric name and a minimum meaningful change in % (0 = any change)."""
+    name, equals, pct = text.partition("=")
+    name = name.strip()
+    if not equals or not _METRIC_NAME.match(name):
+        raise argparse.ArgumentTypeError(f"'{text}' is not METRIC=PCT (e.g. instructions=0.01 or BytesAllocated=2)")
+    try:
+        value = non_negative_float(pct)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"'{text}': the percentage {exc}") from None
+    return name, value
+
+
+def significance_options(calibration: bool = True) -> "ArgumentParser":
+    """How a metric diff decides that a change is significant: the per-metric rule and, with
+    `calibration`, the A/A noise check (docs/contracts.md §12.12b)."""
+    parser = ArgumentParser(add_help=False)
+    group = parser.add_argument_group("significance options")
+    group.add_argument("-significance", action="append", type=significance_override, default=[],
+                       metavar="METRIC=PCT",
+                       help="minimum meaningful change of METRIC in %% (0 = any change), replacing the default "
+                            "rule for that metric (instructions 0.005, code bytes any change, BytesAllocated 1, "
+                            "PerfScore 0.01, other metrics 0.1); repeatable")
+    if calibration:
+        group.add_argument("--noise_check", action="store_true",
+                           help="A/A calibration: also replay every collection with the base JIT as both sides "
+                                "and call a change significant only when it exceeds -noise_k times the spread "
+                                "that measures (costs one more replay per collection)")
+        group.add_argument("-noise_k", type=positive_float, default=DEFAULT_NOISE_K, metavar="K",
+                           help="with --noise_check: a change must exceed K times the A/A spread (default 3)")
     return parser
 
 

@@ -20,13 +20,13 @@ import logging
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from spmi.analyzer import cli as analyzer_cli
 from spmi.base import config, fsutil, logs, platforms, runner
 from spmi.base.errors import SuiteError
 from spmi.formats import details
-from spmi.reports import asm_analysis, asm_markdown, asm_model, asm_overall, html_build
+from spmi.reports import asm_analysis, asm_markdown, asm_model, asm_overall, html_build, noise_patterns
 from spmi.reports.asm_model import IMPROVEMENT, REGRESSION
 from spmi.sources import baseline, mch_sources
 from spmi.steps import asmdiffs_steps as steps
@@ -57,7 +57,8 @@ are (diff_summary.md, diff_report.html); details go to the log file (-v shows th
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "asmdiffs", parents=[config.common_options(), config.target_options()],
+        "asmdiffs", parents=[config.common_options(), config.target_options(),
+                             config.significance_options(calibration=False)],
         help="compare the code a baseline and a diff JIT generate",
         usage="%(prog)s [options]", formatter_class=argparse.RawDescriptionHelpFormatter,
         description=HELP_DESCRIPTION)
@@ -79,6 +80,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="write diff_summary.json (for `summarize`) instead of markdown")
     group.add_argument("--no_html", action="store_true",
                        help="do not write the HTML diff explorer diff_report.html beside the summary")
+    group.add_argument("-noise_patterns", metavar="FILE",
+                       help="known-noise patterns replacing the default list (docs/signal.md): example diffs whose "
+                            "changed lines all match them are skipped, and the summary says how many")
+    group.add_argument("--include_noise", action="store_true",
+                       help="keep example diffs whose changed lines all match known-noise patterns")
     baseline.add_baseline_options(parser, base_jit_path=False)
     superpmi_tool.add_run_options(parser)
     mch_sources.add_collection_options(parser)
@@ -99,6 +105,11 @@ class AsmdiffsFlags:
     tag: Optional[str] = None
     summary_as_json: bool = False
     html: bool = True
+    #: `-significance` overrides for the "Other metrics" table (reports/significance)
+    significance: Tuple[Tuple[str, float], ...] = ()
+    #: known-noise patterns example diffs skip (empty with --include_noise), and where they come from
+    noise_patterns: Tuple["noise_patterns.NoisePattern", ...] = ()
+    noise_source: str = ""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "AsmdiffsFlags":
@@ -106,7 +117,8 @@ class AsmdiffsFlags:
                    align_loops=bool(args.alignloops), gcinfo=bool(args.gcinfo), debuginfo=bool(args.debuginfo),
                    diff_jit_dump=bool(args.diff_jit_dump), diff_with_release=bool(args.diff_with_release),
                    git_diff=bool(args.git_diff), tag=args.tag, summary_as_json=bool(args.summary_as_json),
-                   html=not args.no_html)
+                   html=not args.no_html, significance=tuple(args.significance),
+                   **example_noise_options(args.noise_patterns, bool(args.include_noise)))
 
 
 @dataclass
@@ -152,6 +164,7 @@ class CollectionDiff:
     analyze_markdown: str = ""
     listing_failures: List[dasm_gen.ListingFailure] = field(default_factory=list)
     has_diffs: bool = False
+    noise_contexts: Set[int] = field(default_factory=set)  # picked contexts whose diff is known noise
 
     @property
     def failed(self) -> bool:
@@ -466,12 +479,18 @@ def collect_examples(job: Job, result: CollectionDiff, pick: "asm_analysis.Conte
 
     examples: List[asm_model.ExampleDiff] = []
     taken: set = set()
+    noisy = known_noise_contexts(job, pick, base_files, diff_files)
+    result.noise_contexts = noisy
+    if noisy:
+        log.info("Skipped %d picked context(s) as examples and HTML listings: their changed lines all match %s "
+                 "(--include_noise shows them)", len(noisy), job.flags.noise_source)
     sides = ((IMPROVEMENT, pick.improvement_examples + pick.spare_improvements, pick.largest_improvement),
              (REGRESSION, pick.regression_examples + pick.spare_regressions, pick.largest_regression))
     for kind, rows, largest in sides:
         candidates = [(row, found[1]) for row in rows
-                      if row.context not in taken and (found := diff_of(row)) is not None]
-        required = largest if largest is not None and largest.context not in taken and diff_of(largest) else None
+                      if row.context not in taken and row.context not in noisy and (found := diff_of(row)) is not None]
+        required = largest if (largest is not None and largest.context not in taken and largest.context not in noisy
+                               and diff_of(largest)) else None
         for row in asm_analysis.choose_examples(candidates, asm_analysis.EXAMPLE_COUNT, required):
             taken.add(row.context)
             text, code = diff_of(row) or ("", True)
@@ -482,6 +501,40 @@ def collect_examples(job: Job, result: CollectionDiff, pick: "asm_analysis.Conte
                 job.jit_options.side("diff"), env, job.settings.host_os)
             examples.append(asm_analysis.example_from_row(row, kind, title, text, command, code))
     return examples
+
+
+def example_noise_options(patterns_file: Optional[str], include_noise: bool) -> Dict[str, Any]:
+    """The known-noise patterns example diffs skip: the default list, or `-noise_patterns FILE`."""
+    if include_noise:
+        return {"noise_patterns": (), "noise_source": ""}
+    if not patterns_file:
+        return {"noise_patterns": noise_patterns.DEFAULT_PATTERNS,
+                "noise_source": noise_patterns.describe(noise_patterns.DEFAULT_PATTERNS, noise_patterns.DEFAULT_SOURCE)}
+    try:
+        text = Path(patterns_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SuiteError(f"-noise_patterns {patterns_file}: cannot read it ({exc}); give a text file of "
+                         "'line REGEX' / 'comment REGEX' entries") from None
+    patterns = tuple(noise_patterns.parse_patterns(text, f"-noise_patterns {patterns_file}"))
+    return {"noise_patterns": patterns, "noise_source": noise_patterns.describe(patterns, patterns_file)}
+
+
+def known_noise_contexts(job: Job, pick: "asm_analysis.ContextPick", base_files: Dict[int, Path],
+                         diff_files: Dict[int, Path]) -> Set[int]:
+    """The picked contexts whose listings differ only in known noise (none with --include_noise)."""
+    patterns = job.flags.noise_patterns
+    if not patterns:
+        return set()
+    noisy = set()
+    for context in pick.contexts:
+        base, diff = base_files.get(context), diff_files.get(context)
+        if base is None or diff is None:
+            continue
+        base_text = base.read_text(encoding="utf-8", errors="replace")
+        diff_text = diff.read_text(encoding="utf-8", errors="replace")
+        if noise_patterns.is_known_noise(base_text, diff_text, patterns):
+            noisy.add(context)
+    return noisy
 
 
 def example_diff(git: Optional[str], base: Optional[Path], diff: Optional[Path]) -> Optional[Tuple[str, bool]]:
@@ -509,7 +562,8 @@ def collection_report(job: Job, result: CollectionDiff) -> "asm_model.Collection
                                    diff_rows=html_build.diff_rows_of(result.table) if result.table else asm_model.DiffRows(),
                                    failing_contexts=reproducible_failures(result),
                                    metric_totals=asm_analysis.metric_totals(result.metric_sums),
-                                   asserting_contexts=len({a.context for a in outcome.asserts}))
+                                   asserting_contexts=len({a.context for a in outcome.asserts}),
+                                   noise_skipped=len(result.noise_contexts))
 
 
 def assert_group(group: superpmi_tool.AssertGroup,
@@ -557,6 +611,7 @@ def build_summary(job: Job, results: Sequence[CollectionDiff], collections: Sequ
                                       list(job.jit_options.diff_only)),
         baseline=describe_baseline(job), analyzer=job.analyzer,
         repro_command=steps.asmdiffs_command_line(inputs, settings.host_os),
+        significance=dict(flags.significance), noise_source=flags.noise_source,
         collections=[collection_report(job, r) for r in results])
 
 
@@ -600,6 +655,7 @@ def write_html_report(job: Job, results: Sequence[CollectionDiff], summary: "asm
             return steps.example_superpmi_command(job.invocation, job.diff_jit, mch, context, job.jit_options.forced,
                                                   job.jit_options.side("diff"), env, job.settings.host_os)
 
-        listings += html_step.read_listings(result.mch.name, result.asm_dir, repro, budget)
+        listings += [listing for listing in html_step.read_listings(result.mch.name, result.asm_dir, repro, budget)
+                     if listing.context not in result.noise_contexts]
     report = html_build.report_from_summary(summary, listings)
     return html_step.write_report(report, html_step.report_path(summary_path), budget)

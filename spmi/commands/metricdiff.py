@@ -27,6 +27,7 @@ from spmi.base.errors import SuiteError
 from spmi.formats import details
 from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
+from spmi.reports import significance as signal
 from spmi.reports.metric_model import BYTES_ALLOCATED, INSTRUCTIONS, MEMDIFF, METRICDIFF, TPDIFF, MetricDiffRun
 from spmi.sources import baseline, mch_sources
 from spmi.steps import coredistools, jit_pair, preflight, replay_steps
@@ -50,7 +51,8 @@ def threshold_value(text: str) -> float:
 
 def _add_command(subparsers: argparse._SubParsersAction, name: str, help_text: str,
                  description: str) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(name, parents=[config.common_options(), config.target_options()],
+    parser = subparsers.add_parser(name, parents=[config.common_options(), config.target_options(),
+                                                  config.significance_options()],
                                    help=help_text, description=description)
     jit_pair.add_jit_pair_options(parser)
     baseline.add_baseline_options(parser, base_jit_path=False)
@@ -197,6 +199,12 @@ class KindOptions:
     threshold: Optional[float] = None
 
 
+def apply_significance_options(args: argparse.Namespace, run: MetricDiffRun) -> None:
+    """`-significance` overrides and, with `--noise_check`, k into the run (its summaries state them)."""
+    run.significance = dict(args.significance)
+    run.noise_k = args.noise_k if args.noise_check else None
+
+
 def run_tpdiff(args: argparse.Namespace) -> int:
     return run_metric_command(args, KindOptions(TPDIFF, INSTRUCTIONS, pin_path=args.pin_path))
 
@@ -228,6 +236,7 @@ def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
         log_build_warnings(run.base_build, run.diff_build)
     elif kind == MEMDIFF:
         run.threshold = chosen.threshold
+    apply_significance_options(args, run)
     run.repro = repro_template(job.invocation, job.base_jit, job.diff_jit, job.jit_options, job.report_metrics,
                                job.pin, settings.host_os)
     collections = mch_sources.resolve_collections(args, settings)
@@ -235,7 +244,10 @@ def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
         for index, mch in enumerate(collections):
             work_dir = temp_dir / str(index)
             work_dir.mkdir()
+            measured = len(run.collections)
             diff_collection(job, mch, work_dir, run)
+            if run.noise_k is not None and len(run.collections) > measured:
+                calibrate_collection(job, mch.resolve(), work_dir, run.collections[-1])
     return finish(run, settings, bool(args.summary_as_json))
 
 
@@ -282,6 +294,37 @@ def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRu
         diff_all_metrics(job.focus, mch, digest, run)
     else:
         diff_memory(job.focus, mch, digest, run)
+
+
+def calibrate_collection(job: MetricJob, mch: Path, work_dir: Path, result: model.CollectionResult) -> None:
+    """`--noise_check`: the base JIT replayed as both sides (one more replay); the spread it shows
+    becomes the collection's noise floor (reports/significance). Without usable data: a warning,
+    and the collection is judged by the rule alone."""
+    aa_csv = (work_dir / f"{mch.name}_noise_check.csv").resolve()
+    same = JitPairOptions(job.jit_options.forced, job.jit_options.shared, job.jit_options.base_only,
+                          job.jit_options.base_only)
+    argv = build_metric_argv(job.invocation, job.base_jit, job.base_jit, str(mch), aa_csv, same,
+                             job.report_metrics, job.pin)
+    log.info("Noise check of %s: replaying the base JIT as both sides", mch)
+    spmi_run = run_measurement(argv, job.core_root, job.options.timeout)
+    outcome = None if spmi_run.timed_out or spmi_run.result is None else spmi_run.result.outcome
+    if outcome is None or superpmi_tool.interpret_exit(outcome, True, superpmi_tool.ContextCounts()).kind.has_no_data:
+        log.warning("Warning: the noise check of %s produced no data; its changes are judged by the rule alone",
+                    mch.name)
+        return
+    digest = signal.SpreadDigest([INSTRUCTIONS] if job.kind == TPDIFF else None)
+    try:
+        details.stream_details_csv(aa_csv, digest.add, [] if job.kind == TPDIFF else None)
+    except details.DetailsError as exc:
+        if not details.is_no_data(exc):
+            raise
+        log.warning("Warning: the noise check of %s produced no data (%s); its changes are judged by the rule "
+                    "alone", mch.name, exc)
+        return
+    result.noise = signal.finite_spreads(digest.spreads())
+    spread = result.noise.get(job.focus, {}).get("Overall")
+    if spread is not None:
+        log.info("  A/A spread of %s: %s (Overall)", job.focus, signal.fmt_floor(spread))
 
 
 def run_measurement(argv: Sequence[str], core_root: Path, timeout: Optional[float]) -> superpmi_tool.SuperpmiRun:
@@ -431,6 +474,31 @@ def diff_all_metrics(focus: str, mch: Path, digest: model.MetricDigest, run: Met
     run.collections.append(result)
 
 
+def judged_metrics(run: MetricDiffRun) -> List[str]:
+    """The metrics a summary judges: tpdiff its count, memdiff those with a direction, metricdiff all."""
+    if run.kind == TPDIFF:
+        return [run.focus]
+    if run.kind == MEMDIFF:
+        return run.directional_metrics(details.metric_direction)
+    return run.all_metrics()
+
+
+def log_significance(run: MetricDiffRun) -> None:
+    """One console line: how many changes were flagged and how many stayed within noise."""
+    if not run.collections:
+        return
+    metrics = judged_metrics(run)
+    rows = model.ROWS if run.kind == TPDIFF else ("Overall",)
+    flagged = sum(1 for m in metrics for c in run.collections for row in rows if signal.flagged(run, c, m, row))
+    quiet = len(signal.quiet_changes(run, metrics, rows))
+    if flagged:
+        log.info("Significant changes: %d (%d more within noise)", flagged, quiet)
+    else:
+        log.info("No significant %s differences found (%d changes within noise)",
+                 {TPDIFF: "throughput", MEMDIFF: "memory"}.get(run.kind, "metric"), quiet)
+    log.info("%s", signal.rule_line(signal.run_significance(run), metrics))
+
+
 def finish(run: MetricDiffRun, settings: config.Settings, as_json: bool) -> int:
     """Summaries, the closing console block, and the exit code (0 ok, 1 failure, 2 memory gate)."""
     log.info("")
@@ -442,6 +510,7 @@ def finish(run: MetricDiffRun, settings: config.Settings, as_json: bool) -> int:
     else:
         log.error("Error: no collection produced %s results; no summary written",
                   "throughput" if run.kind == TPDIFF else "metric")
+    log_significance(run)
     if run.failures:
         log.error("  Replay failures in %d MCH files:", len(run.failures))
         for failure in run.failures:

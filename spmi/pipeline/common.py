@@ -9,6 +9,7 @@ defined exactly once. Everything here is pure.
 """
 from __future__ import annotations
 
+import argparse
 import math
 import re
 from dataclasses import dataclass, field
@@ -180,6 +181,25 @@ DIFF_TYPES: Dict[str, DiffType] = {
 }
 #: what `-type all` runs, in pipeline (tab) order; metricdiff is asked for by name
 ALL_TYPES = ("asmdiffs", "tpdiff", "memdiff")
+
+
+def signal_args(noise_check: bool, significance: Sequence[Tuple[str, float]]) -> List[str]:
+    """`--noise_check` and `-significance METRIC=PCT` as passed from setup to the work item and on to
+    tpdiff/memdiff/metricdiff (asmdiffs takes `-significance` only)."""
+    argv = ["--noise_check"] if noise_check else []
+    for metric, pct in significance:
+        argv += ["-significance", f"{metric}={pct:g}"]
+    return argv
+
+
+def add_signal_options(parser: "argparse.ArgumentParser") -> None:
+    """The pipeline scripts' `--noise_check` and `-significance` (the same as the diff commands')."""
+    parser.add_argument("--noise_check", action="store_true",
+                        help="tpdiff/memdiff/metricdiff also replay the base JIT as both sides (A/A) and flag only "
+                             "changes beyond 3 times the spread it measures (costs one more replay per collection)")
+    parser.add_argument("-significance", action="append", type=config.significance_override, default=[],
+                        metavar="METRIC=PCT", help="minimum meaningful change of METRIC in %% for every diff "
+                                                   "(repeatable; see superpmi.py tpdiff -h)")
 TYPE_CHOICES = ("asmdiffs", "tpdiff", "memdiff", "metricdiff", "all")
 
 

@@ -156,9 +156,10 @@ def split_options(text: Optional[str]) -> List[str]:
 
 def work_item_command(partition: Partition, host_os: str, type_name: str,
                       base_jit_options: Sequence[str] = (), diff_jit_options: Sequence[str] = (),
-                      collections: CollectionArgs = CollectionArgs(), part: Part = Part()) -> Tuple[Token, ...]:
+                      collections: CollectionArgs = CollectionArgs(), part: Part = Part(),
+                      signal_args: Sequence[str] = ()) -> Tuple[Token, ...]:
     """docs/contracts.md §12.15 work-item command for one partition (`-part K/N` for one of
-    several work items of a target)."""
+    several work items of a target; `signal_args`: `--noise_check` / `-significance M=P` passed on)."""
     tokens: List[Token] = [
         (PYTHON,), under(PAYLOAD, host_os, pipeline.DRIVER_SCRIPT),
         literal("-base_jit_directory"), under(PAYLOAD, host_os, pipeline.BASE_DIR),
@@ -175,6 +176,7 @@ def work_item_command(partition: Partition, host_os: str, type_name: str,
         tokens += [literal("-diff_jit_options"), literal(";".join(diff_jit_options))]
     if part.split:
         tokens += [literal("-part"), literal(f"{part.index}/{part.count}")]
+    tokens += [literal(arg) for arg in signal_args]
     if collections.mch_files:
         tokens += [literal("-mch_files"), *collections.mch_files]
     return tuple(tokens)
@@ -182,7 +184,7 @@ def work_item_command(partition: Partition, host_os: str, type_name: str,
 
 def plan_work_items(host_os: str, host_arch: str, type_name: str,
                     base_jit_options: Sequence[str] = (), diff_jit_options: Sequence[str] = (),
-                    collections: CollectionPlan = CollectionPlan()) -> List[WorkItem]:
+                    collections: CollectionPlan = CollectionPlan(), signal_args: Sequence[str] = ()) -> List[WorkItem]:
     """One work item per partition of the host queue, or several for a partition the
     collection plan splits."""
     types = pipeline.expand_types(type_name)
@@ -192,7 +194,7 @@ def plan_work_items(host_os: str, host_arch: str, type_name: str,
         for index, item_collections in enumerate(per_item, start=1):
             part = Part(index, len(per_item))
             command = work_item_command(partition, host_os, type_name, base_jit_options, diff_jit_options,
-                                        item_collections, part)
+                                        item_collections, part, signal_args)
             items.append(WorkItem(name=work_item_name(partition, part), partition=partition, command=command,
                                   results=tuple(pipeline.declared_results(partition, types, part)), part=part))
     return items

@@ -15,7 +15,7 @@ import time
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from spmi.base import cioutput, fsutil, platforms, runner
 from spmi.base.errors import SuiteError, Terminated
@@ -46,6 +46,8 @@ class DriverConfig:
     python: str = sys.executable
     part: Part = Part()
     replay_deadline: Optional[float] = None   # time.monotonic() by which replays must have stopped
+    noise_check: bool = False                 # tpdiff/memdiff/metricdiff run the A/A calibration
+    significance: List[Tuple[str, float]] = field(default_factory=list)  # -significance overrides
 
     @property
     def host_arch(self) -> str:
@@ -120,6 +122,7 @@ def diff_argv(cfg: DriverConfig, diff_type: DiffType) -> List[str]:
         argv += ["--time_budget", f"{budget:.0f}"]
     if diff_type.uses_pin:
         argv += ["-pin_path", str(cfg.pin_directory)]
+    argv += pipeline.signal_args(cfg.noise_check and diff_type.name != "asmdiffs", cfg.significance)
     for option in cfg.base_jit_options:
         argv += ["-base_jit_option", option]
     for option in cfg.diff_jit_options:
@@ -549,7 +552,8 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> Dr
         private_stores=list(args.private_store or []),
         python=environ.get("HELIX_PYTHONPATH") or sys.executable,
         part=part_from_args(args.part),
-        replay_deadline=replay_deadline(args.work_item_timeout, time.monotonic()))
+        replay_deadline=replay_deadline(args.work_item_timeout, time.monotonic()),
+        noise_check=bool(args.noise_check), significance=list(args.significance))
 
 
 def part_from_args(text: Optional[str]) -> Part:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from spmi.base.untrusted import code_block, escape_html_inline, escape_md_inline, one_line, sanitize_markdown
+from spmi.reports import significance
 from spmi.reports.asm_model import (
     IMPROVEMENT,
     REGRESSION,
@@ -189,12 +190,26 @@ def collection_examples_block(collection: CollectionReport, labels: bool = True)
 
 
 def example_diffs_section(collections: Sequence[CollectionReport], dropped: FrozenSet[str] = frozenset(),
-                          labels: bool = True) -> str:
-    """Item 3 (long file): per collection with examples, per example its (labelled) diff text."""
+                          labels: bool = True, noise_source: str = "") -> str:
+    """Item 3 (long file): per collection with examples, per example its (labelled) diff text; then
+    how many candidates were skipped as known noise (suite addition)."""
     kept = [c for c in collections if c.examples and c.name not in dropped]
+    note = noise_skip_note(collections, noise_source) if labels else ""
     if not kept:
+        return note
+    return details_block("Example diffs", "".join(collection_examples_block(c, labels) for c in kept)) + note
+
+
+def noise_skip_note(collections: Sequence[CollectionReport], noise_source: str) -> str:
+    """`Skipped N example diffs …`: the candidates whose changed lines all match known-noise patterns."""
+    skipped = [(c.name, c.noise_skipped) for c in collections if c.noise_skipped]
+    if not skipped:
         return ""
-    return details_block("Example diffs", "".join(collection_examples_block(c, labels) for c in kept))
+    total = sum(count for _, count in skipped)
+    where = ", ".join(f"{escape_md_inline(name)}: {count}" for name, count in skipped)
+    return (f"\nSkipped {plural(total, 'example diff')} ({where}): every changed line matches "
+            f"{escape_md_inline(noise_source or 'the known-noise patterns')}; their listings stay in the asm folder but not in "
+            "the examples or the HTML report; `--include_noise` shows them.\n")
 
 
 def details_section(collections: Sequence[CollectionReport]) -> str:
@@ -500,19 +515,29 @@ def perfscore_sections(collections: Sequence[CollectionReport]) -> str:
 OWN_TABLE_METRICS = ("ActualCodeBytes", "PerfScore")
 
 
-def changed_metrics(collections: Sequence[CollectionReport]) -> List[str]:
-    """Metric columns (first-seen order) whose totals differ in some collection, besides code size and PerfScore."""
-    names: List[str] = []
+def changed_metrics(collections: Sequence[CollectionReport],
+                    rules: Optional[significance.Significance] = None) -> List[str]:
+    """Metric columns (first-seen order) whose totals change significantly in some collection
+    (reports/significance), besides code size and PerfScore."""
+    return [metric for metric, flagged in _metric_verdicts(collections, rules).items() if flagged]
+
+
+def _metric_verdicts(collections: Sequence[CollectionReport],
+                     rules: Optional[significance.Significance]) -> Dict[str, bool]:
+    """Every other metric that changed somewhere (first-seen order) -> whether any change is significant."""
+    judge = rules or significance.Significance()
+    verdicts: Dict[str, bool] = {}
     for collection in collections:
         for metric, (base, diff) in collection.metric_totals.items():
-            if metric not in OWN_TABLE_METRICS and base != diff and metric not in names:
-                names.append(metric)
-    return names
+            if metric in OWN_TABLE_METRICS or base == diff:
+                continue
+            verdicts[metric] = verdicts.get(metric, False) or judge.judge(metric, base, diff).flagged
+    return verdicts
 
 
 def unchanged_metrics(collections: Sequence[CollectionReport]) -> List[str]:
     """The other metric columns (first-seen order) whose totals are equal in every collection that has them."""
-    changed = set(changed_metrics(collections))
+    changed = set(_metric_verdicts(collections, None))
     names: List[str] = []
     for collection in collections:
         for metric in collection.metric_totals:
@@ -525,15 +550,24 @@ def fmt_number(value: float) -> str:
     return fmt_float(value) if isinstance(value, float) and not value.is_integer() else fmt_int(int(value))
 
 
-def other_metrics_section(collections: Sequence[CollectionReport]) -> str:
-    """Every other metric of the details CSV that changed somewhere: base, diff, % per collection (collapsed),
-    then a `Metrics with no diffs:` line naming the ones that changed nowhere."""
-    metrics = changed_metrics(collections)
-    quiet = unchanged_metrics(collections)
-    quiet_line = f"Metrics with no diffs: {escape_md_inline(', '.join(quiet))}.\n\n" if quiet else ""
-    if not metrics:
+def other_metrics_section(collections: Sequence[CollectionReport],
+                          rules: Optional[significance.Significance] = None) -> str:
+    """Every other metric of the details CSV that changed significantly somewhere: base, diff, % per
+    collection (collapsed), the rule applied, and how many changed only within noise; then a
+    `Metrics with no diffs:` line naming the ones that changed nowhere."""
+    verdicts = _metric_verdicts(collections, rules)
+    metrics = [metric for metric, flagged in verdicts.items() if flagged]
+    unchanged = unchanged_metrics(collections)
+    quiet_line = f"Metrics with no diffs: {escape_md_inline(', '.join(unchanged))}.\n\n" if unchanged else ""
+    if not verdicts:
         return quiet_line
-    body = "|Metric|Collection|Base|Diff|Δ %|\n|---|---|--:|--:|--:|\n"
+    rule = significance.rule_line(rules or significance.Significance(), list(verdicts))
+    quiet = [metric for metric, flagged in verdicts.items() if not flagged]
+    quiet_note = f"Within noise ({len(quiet)}): {', '.join(escape_md_inline(m) for m in quiet)}.\n\n" if quiet else ""
+    if not metrics:
+        return details_block(f"Other metrics (none changed significantly; {len(quiet)} within noise)",
+                             rule + "\n\n" + quiet_note.rstrip("\n")) + quiet_line
+    body = rule + "\n\n" + quiet_note + "|Metric|Collection|Base|Diff|Δ %|\n|---|---|--:|--:|--:|\n"
     for metric in metrics:
         for collection in collections:
             if metric not in collection.metric_totals:
@@ -613,7 +647,8 @@ def render_long(summary: AsmDiffsSummary, options: Optional[RenderOptions] = Non
         parts.extend(pivot_section(collections, row) for row in ROW_NAMES)
         if o.additions:
             parts.append(_extras_after_pivots(summary, o))
-        parts.append(example_diffs_section(collections, o.dropped_examples, labels=o.additions))
+        parts.append(example_diffs_section(collections, o.dropped_examples, labels=o.additions,
+                                           noise_source=summary.noise_source))
     else:
         parts.append(NO_DIFFS_FOUND + "\n")
     if not o.drop_details:
@@ -658,7 +693,7 @@ def _extras_after_pivots(summary: AsmDiffsSummary, o: RenderOptions) -> str:
         parts.append(impact_table([("", c) for c in collections]))
     if not o.drop_extras:
         parts.append(perfscore_sections(collections))
-        parts.append(other_metrics_section(collections))
+        parts.append(other_metrics_section(collections, significance.Significance(dict(summary.significance))))
     if o.repro:
         parts.append(repro_line(summary))
     if not o.drop_extras:

@@ -276,6 +276,8 @@ class CollectionReport:
     # every metric column of the details CSV: [Σ base, Σ diff] over contexts both JITs compiled
     metric_totals: Dict[str, List[float]] = field(default_factory=dict)
     asserting_contexts: int = 0  # distinct contexts with an assert (0: not recorded)
+    #: example candidates skipped because their diff is known noise (reports/noise_patterns)
+    noise_skipped: int = 0
 
     @property
     def has_diffs(self) -> bool:
@@ -344,6 +346,10 @@ class AsmDiffsSummary(RunFacts):
     analyzer: str = ""
     repro_command: str = ""
     collections: List[CollectionReport] = field(default_factory=list)
+    #: `-significance` overrides (metric -> minimum %) the "Other metrics" table applied
+    significance: Dict[str, float] = field(default_factory=dict)
+    #: the known-noise patterns example diffs skipped ("" with --include_noise)
+    noise_source: str = ""
 
     @property
     def platform(self) -> str:

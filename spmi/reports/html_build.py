@@ -10,9 +10,18 @@ from __future__ import annotations
 from typing import List, Sequence
 
 from spmi.formats.details import CODE_BYTES, PERFSCORE, DetailsTable
+from spmi.reports import significance
 from spmi.reports.asm_analysis import diff_list
 from spmi.reports.asm_model import AsmDiffsSummary, AssertGroup, CollectionReport, DiffRows, MergedSummary
-from spmi.reports.html_report import CollectionCounts, DiffRow, Failure, HtmlReport, Listing, ReportHeader
+from spmi.reports.html_report import (
+    CollectionCounts,
+    DiffRow,
+    Failure,
+    HtmlReport,
+    Listing,
+    MetricVerdict,
+    ReportHeader,
+)
 
 #: Failing-context commands shown with one failure entry.
 REPRO_COMMANDS_SHOWN = 5
@@ -79,12 +88,27 @@ def header_of(summary: AsmDiffsSummary, collections: Sequence[str]) -> ReportHea
                         list(collections), summary.repro_command)
 
 
+def metric_verdicts(label: str, collection: CollectionReport,
+                    rules: significance.Significance) -> List[MetricVerdict]:
+    """A collection's metric totals judged by the significance rules (asmdiffs: the rule alone)."""
+    found = []
+    for metric, (base, diff) in collection.metric_totals.items():
+        verdict = rules.judge(metric, base, diff)
+        text = "significant" if verdict.flagged else "within noise" if verdict.quiet_change else "unchanged"
+        found.append(MetricVerdict(label, metric, base, diff, text, rules.min_pct(metric)))
+    return found
+
+
 def _fill(report: HtmlReport, summary: AsmDiffsSummary, prefix: str) -> None:
+    rules = significance.Significance(dict(summary.significance))
     for collection in summary.collections:
         label = prefix + collection.name
         report.counts.append(collection_counts(label, collection))
         report.failures.extend(collection_failures(label, collection))
         report.rows.extend(html_rows(label, collection.diff_rows))
+        report.metrics.extend(metric_verdicts(label, collection, rules))
+    metrics = list(dict.fromkeys(m.metric for m in report.metrics))
+    report.significance_rule = significance.rule_line(rules, metrics) if metrics else ""
 
 
 def report_from_summary(summary: AsmDiffsSummary, listings: Sequence[Listing] = ()) -> HtmlReport:

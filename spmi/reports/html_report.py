@@ -32,7 +32,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from spmi.base import fsutil
 from spmi.reports.asm_model import RunFacts
@@ -144,12 +144,32 @@ class Listing:
 
 
 @dataclass
+class MetricVerdict:
+    """One collection's total of one metric and what the significance rules made of it
+    (reports/significance): `verdict` is "significant", "within noise" or "unchanged"."""
+
+    collection: str
+    metric: str
+    base: float
+    diff: float
+    verdict: str
+    minimum: float            # the rule's minimum meaningful change, %
+    floor: Optional[float] = None  # k × the A/A spread, %, when measured
+
+    @property
+    def flagged(self) -> bool:
+        return self.verdict == "significant"
+
+
+@dataclass
 class HtmlReport:
     header: ReportHeader
     counts: List[CollectionCounts] = field(default_factory=list)
     failures: List[Failure] = field(default_factory=list)
     rows: List[DiffRow] = field(default_factory=list)
     listings: List[Listing] = field(default_factory=list)
+    metrics: List[MetricVerdict] = field(default_factory=list)
+    significance_rule: str = ""  # the one line stating the rule the verdicts applied
 
     @property
     def title(self) -> str:
@@ -490,6 +510,42 @@ def _overview(report: HtmlReport, by_collection: Dict[str, List[int]]) -> str:
             f'<tbody>{"".join(body)}</tbody></table></section>')
 
 
+def _floor_text(floor: Optional[float]) -> str:
+    if floor is None:
+        return "—"
+    return "±∞" if floor >= 1e100 else f"±{floor:.4g}%"
+
+
+def _metrics(report: HtmlReport) -> str:
+    """Every collection's metric totals with their verdict (flagged or within noise), the rule's
+    minimum and the noise floor, and a "significant only" filter (the script toggles it)."""
+    if not report.metrics:
+        return ""
+    flagged = sum(1 for m in report.metrics if m.flagged)
+    quiet = sum(1 for m in report.metrics if m.verdict == "within noise")
+    body = []
+    for m in report.metrics:
+        change = percent(m.base, m.diff) if m.base else (math.inf if m.diff != m.base else 0.0)
+        shown = ("+∞" if change > 0 else "-∞") if math.isinf(change) else signed(change, 2) + "%"
+        verdict_class = "bad" if m.flagged else "same"
+        body.append(
+            f'<tr data-flagged="{1 if m.flagged else 0}"><td>{escape_text(m.collection)}</td>'
+            f'<td>{escape_text(m.metric)}</td><td class="num">{format_number(m.base, 2 if m.base % 1 else 0)}</td>'
+            f'<td class="num">{format_number(m.diff, 2 if m.diff % 1 else 0)}</td>'
+            f'<td class="num {_side_class(m.diff - m.base) if m.flagged else "same"}">{shown}</td>'
+            f'<td class="{verdict_class}">{escape_text(m.verdict)}</td>'
+            f'<td class="num">{"any change" if m.minimum == 0 else f"{m.minimum:g}%"}</td>'
+            f'<td class="num">{_floor_text(m.floor)}</td></tr>')
+    return ('<section id="metrics"><h2>Metrics</h2>'
+            f'<p class="lead"><strong>{flagged:,}</strong> flagged, <strong>{quiet:,}</strong> within noise '
+            f'(collection and metric totals).</p><p class="hint">{escape_text(report.significance_rule)}</p>'
+            '<div class="toolbar"><label class="check"><input id="f-significant" type="checkbox"> significant only'
+            '</label></div><table id="metric-table"><thead><tr><th>Collection</th><th>Metric</th>'
+            '<th class="num">Base</th><th class="num">Diff</th><th class="num">Δ %</th><th>Verdict</th>'
+            '<th class="num">Minimum</th><th class="num">Noise floor</th></tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table></section>')
+
+
 def _options(values: Sequence[str], all_label: str) -> str:
     return f'<option value="">{all_label}</option>' + "".join(
         f'<option value="{i}">{escape_text(v or "(none)")}</option>' for i, v in enumerate(values))
@@ -636,6 +692,7 @@ def iter_html(report: HtmlReport) -> Iterator[str]:
            f'<header><h1>{title}</h1>{_facts(report)}</header>\n')
     yield _failures(report) + "\n"
     yield _overview(report, by_collection) + "\n"
+    yield _metrics(report) + "\n"
     yield _explorer(list(collections), list(tiers)) + "\n"
     yield _pictures(report, by_collection) + "\n"
     yield '<script type="application/json" id="report-data">'

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from spmi.base.untrusted import escape_html_inline, escape_md_code, escape_md_inline
+from spmi.reports import significance as signal
 from spmi.reports.metric_model import (
     BYTES_ALLOCATED,
     CLASSES,
@@ -127,6 +128,26 @@ def failure_lines(run: MetricDiffRun) -> str:
     return text
 
 
+def significance_lines(run: MetricDiffRun, metrics: Sequence[str]) -> str:
+    """The one line stating the significance rule the summary applied (reports/significance)."""
+    return signal.rule_line(signal.run_significance(run), metrics) + "\n\n"
+
+
+def within_noise_section(run: MetricDiffRun, metrics: Sequence[str], rows: Sequence[str]) -> str:
+    """`D(Changes within noise (N))`: every change not flagged, with the reason, collapsed."""
+    quiet = signal.quiet_changes(run, metrics, rows)
+    if not quiet:
+        return ""
+    body = "|Collection|Metric|Row|PDIFF|Why not flagged|\n|---|---|---|--:|---|\n"
+    for change in quiet:
+        why = change.verdict.value
+        if change.floor is not None:
+            why += f" ({signal.fmt_floor(change.floor)})"
+        body += (f"|{escape_md_inline(change.collection)}|{escape_md_inline(change.metric)}|{change.row}|"
+                 f"{fmt_pct(change.pct, direction=NEUTRAL)}|{why}|\n")
+    return details_section(f"Changes within noise ({len(quiet)})", body)
+
+
 def example_table(examples: Sequence[Example], kind: str, direction: str = LOWER) -> str:
     lines = ["|Collection|Context|Base|Diff|PDIFF|Method full name|", "|---|--:|--:|--:|--:|---|"]
     for example in examples:
@@ -164,21 +185,22 @@ def tpdiff_warning_block(run: MetricDiffRun) -> str:
     return text
 
 
-def _row_significant(collections: Sequence[CollectionResult], metric: str, row: str) -> List[CollectionResult]:
-    return [c for c in collections if c.total(metric, row).significant]
+def _row_significant(run: MetricDiffRun, metric: str, row: str) -> List[CollectionResult]:
+    return [c for c in run.collections if signal.flagged(run, c, metric, row)]
 
 
 def tpdiff_any_significant(run: MetricDiffRun) -> bool:
-    return any(_row_significant(run.collections, run.focus, row) for row in ROWS)
+    return any(_row_significant(run, run.focus, row) for row in ROWS)
 
 
 def tpdiff_pivot(run: MetricDiffRun, row: str) -> str:
-    significant = _row_significant(run.collections, run.focus, row)
+    significant = _row_significant(run, run.focus, row)
     if not significant:
         return ""
     title = range_title(row, [c.total(run.focus, row).pct for c in significant])  # the collections shown
     body = "|Collection|PDIFF|\n|---|--:|\n"
-    body += "".join(f"|{escape_md_inline(c.name)}|{fmt_pct(c.total(run.focus, row).pct)}|\n" for c in significant)
+    body += "".join(f"|{escape_md_inline(c.name)}|{fmt_pct(c.total(run.focus, row).pct)}"
+                    f"{signal.floor_note(run, c, run.focus, row)}|\n" for c in significant)
     return details_section(title, body)
 
 
@@ -220,6 +242,7 @@ def render_tpdiff(run: MetricDiffRun, long: bool) -> str:
     """`tpdiff_summary.md` (long) or `tpdiff_short_summary.md` (short)."""
     text = failure_lines(run)
     header = tpdiff_warning_block(run) + options_lines(run.base_jit_options, run.diff_jit_options)
+    header += significance_lines(run, [run.focus])
     if tpdiff_any_significant(run):
         text += header + "".join(tpdiff_pivot(run, row) for row in ROWS)
         if long:
@@ -230,7 +253,7 @@ def render_tpdiff(run: MetricDiffRun, long: bool) -> str:
     else:
         return ""
     if long:
-        text += tpdiff_details(run)
+        text += within_noise_section(run, [run.focus], ROWS) + tpdiff_details(run)
     return text
 
 
@@ -256,7 +279,7 @@ def gate_breaches(run: MetricDiffRun, threshold: Optional[float]) -> List[GateBr
         for row in GATE_ROWS:
             pct = collection.total(BYTES_ALLOCATED, row).pct
             shown = pct if math.isinf(pct) else round(pct, 2)
-            if shown >= threshold:
+            if shown >= threshold and signal.flagged(run, collection, BYTES_ALLOCATED, row):
                 breaches.append(GateBreach(collection.name, row, pct))
     return breaches
 
@@ -277,7 +300,7 @@ def gate_rule(threshold: Optional[float]) -> str:
     if not threshold:
         return "Memory gate: disabled (-memdiff_threshold 0).\n\n"
     return (f"Memory gate: memdiff fails (exit code 2) when the {BYTES_ALLOCATED} PDIFF of any collection's "
-            f"Overall or FullOpts row is at least +{fmt_threshold(threshold)}% "
+            f"Overall or FullOpts row is at least +{fmt_threshold(threshold)}% and the growth is significant "
             f"(-memdiff_threshold {fmt_threshold(threshold)}; 0 disables).\n\n")
 
 
@@ -285,19 +308,19 @@ def gate_rule(threshold: Optional[float]) -> str:
 
 def memdiff_significant_metrics(run: MetricDiffRun, direction_of: DirectionOf) -> List[str]:
     return [m for m in run.directional_metrics(direction_of)
-            if any(c.has_metric(m) and c.total(m).significant for c in run.collections)]
+            if any(signal.flagged(run, c, m) for c in run.collections)]
 
 
 def memdiff_pivot(run: MetricDiffRun, metric: str, direction: str) -> str:
     present = [c for c in run.collections if c.has_metric(metric)]
-    significant = [c for c in present if c.total(metric).significant]
+    significant = [c for c in present if signal.flagged(run, c, metric)]
     kind = _metric_kind(run, metric)
     title = range_title(metric, [c.total(metric).pct for c in significant or present], direction)  # those shown
     body = "|Collection|Base|Diff|PDIFF|\n|---|--:|--:|--:|\n"
     for c in significant:
         totals = c.total(metric)
         body += (f"|{escape_md_inline(c.name)}|{fmt_value(totals.base, kind)}|{fmt_value(totals.diff, kind)}|"
-                 f"{fmt_pct(totals.pct, direction=direction)}|\n")
+                 f"{fmt_pct(totals.pct, direction=direction)}{signal.floor_note(run, c, metric)}|\n")
     return details_section(title, body)
 
 
@@ -349,11 +372,13 @@ def render_memdiff(run: MetricDiffRun, long: bool, direction_of: DirectionOf) ->
     text += options_lines(run.base_jit_options, run.diff_jit_options)
     if run.focus == BYTES_ALLOCATED or any(c.has_metric(BYTES_ALLOCATED) for c in run.collections):
         text += gate_rule(run.threshold)
+    text += significance_lines(run, run.directional_metrics(direction_of))
     for metric in significant:
         text += memdiff_pivot(run, metric, direction_of(metric))
     if long:
         if not significant:
             text += "No significant memory differences found\n"
+        text += within_noise_section(run, run.directional_metrics(direction_of), ("Overall",))
         examples = top_tables(run, by_delta=True, delta_label="absolute delta",
                               direction=direction_of(run.focus))
         text += examples + (repro_line(run) if examples else "")
@@ -363,8 +388,9 @@ def render_memdiff(run: MetricDiffRun, long: bool, direction_of: DirectionOf) ->
 
 # ---------------------------------------------------------------- overall pages (several platforms)
 
-SIGNIFICANCE_RULE = ("A change is significant when its PDIFF, rounded to two decimals, is not 0.00% (with a base of 0: "
-                     "when the diff is not 0); each platform's tables below list only significant collections.")
+SIGNIFICANCE_RULE = ("A change is significant when it reaches its metric's minimum meaningful change (with "
+                     "--noise_check: and exceeds the noise floor measured by an A/A replay); each platform's tables "
+                     "below list only significant collections.")
 HEADLINE_LABELS = {"instructions": "instructions executed in the JIT", BYTES_ALLOCATED: "bytes allocated by the JIT"}
 
 
@@ -399,7 +425,7 @@ def headline_table(runs: Sequence[Tuple[str, MetricDiffRun]], direction_of: Dire
 
 def metricdiff_significant_metrics(run: MetricDiffRun) -> List[str]:
     """Every metric (first-seen order) that is significant in some collection."""
-    return [m for m in run.all_metrics() if any(c.has_metric(m) and c.total(m).significant for c in run.collections)]
+    return [m for m in run.all_metrics() if any(signal.flagged(run, c, m) for c in run.collections)]
 
 
 def metrics_without_diffs(run: MetricDiffRun) -> str:
@@ -417,11 +443,13 @@ def render_metricdiff(run: MetricDiffRun, long: bool, direction_of: DirectionOf)
     if not long and not significant:
         return ""
     text = failure_lines(run) + options_lines(run.base_jit_options, run.diff_jit_options)
+    text += significance_lines(run, run.all_metrics())
     for metric in significant:
         text += memdiff_pivot(run, metric, direction_of(metric))
     if long:
         if not significant:
             text += "No significant metric differences found\n"
+        text += within_noise_section(run, run.all_metrics(), ("Overall",))
         text += metrics_without_diffs(run)
         if run.focus and any(c.has_metric(run.focus) for c in run.collections):
             examples = top_tables(run, by_delta=True, delta_label="absolute delta",

@@ -81,8 +81,9 @@ def pct_change(base: Number, diff: Number) -> float:
 
 
 def is_significant(base: Number, diff: Number) -> bool:
-    """§12.11: the percentage rounded (Python `round`) to 2 decimals is not 0;
-    base 0 is significant exactly when diff is not 0."""
+    """Upstream's rule (§12.11): the percentage rounded (Python `round`) to 2 decimals is not 0;
+    base 0 is significant exactly when diff is not 0. The suite's summaries judge by
+    `reports/significance` instead (§12.12b)."""
     if base == 0:
         return diff != 0
     return round((diff - base) / abs(base) * 100.0, 2) != 0
@@ -100,10 +101,6 @@ class Totals:
     @property
     def pct(self) -> float:
         return pct_change(self.base, self.diff)
-
-    @property
-    def significant(self) -> bool:
-        return is_significant(self.base, self.diff)
 
 
 @dataclass
@@ -164,6 +161,8 @@ class CollectionResult:
     base_counts: SideCounts
     diff_counts: SideCounts
     examples: List[Example] = field(default_factory=list)
+    #: the A/A spread (in %) per metric and row, when `--noise_check` measured it (reports/significance)
+    noise: Dict[str, Dict[str, float]] = field(default_factory=dict)
 
     def total(self, metric: str, row: str = "Overall") -> Totals:
         return self.totals[metric][row]
@@ -596,6 +595,9 @@ class MetricDiffRun:
     threshold: Optional[float] = None
     repro: str = ""
     version: int = SUMMARY_VERSION
+    #: `-significance` overrides (metric -> minimum %), and k when `--noise_check` ran (reports/significance)
+    significance: Dict[str, float] = field(default_factory=dict)
+    noise_k: Optional[float] = None
 
     def directional_metrics(self, direction_of) -> List[str]:  # type: ignore[no-untyped-def]
         """Focus metric first, then every other metric with a direction, in CSV order."""
@@ -636,7 +638,9 @@ def _collection_from_json(data: Mapping[str, Any]) -> CollectionResult:
     return CollectionResult(name=data["name"], metrics=list(data["metrics"]), kinds=dict(data["kinds"]),
                             totals=totals, contexts=dict(data["contexts"]),
                             base_counts=SideCounts(**data["base_counts"]),
-                            diff_counts=SideCounts(**data["diff_counts"]), examples=examples)
+                            diff_counts=SideCounts(**data["diff_counts"]), examples=examples,
+                            noise={metric: {row: float(value) for row, value in rows.items()}
+                                   for metric, rows in data.get("noise", {}).items()})
 
 
 def _build_from_json(data: Optional[Mapping[str, Any]]) -> Optional[BuildRecord]:
@@ -657,7 +661,9 @@ def run_from_json(data: Mapping[str, Any]) -> MetricDiffRun:
             diff_build=_build_from_json(data.get("diff_build")),
             collections=[_collection_from_json(c) for c in data.get("collections", [])],
             failures=[CollectionFailure(**f) for f in data.get("failures", [])],
-            threshold=data.get("threshold"), repro=data.get("repro", ""), version=version)
+            threshold=data.get("threshold"), repro=data.get("repro", ""), version=version,
+            significance={str(k): float(v) for k, v in data.get("significance", {}).items()},
+            noise_k=data.get("noise_k"))
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a metric diff summary ({type(exc).__name__}: {exc})") from None
 
@@ -683,6 +689,8 @@ def merge_runs(runs: Sequence[MetricDiffRun]) -> MetricDiffRun:
     merged.diff_build = next((r.diff_build for r in runs if r.diff_build is not None), None)
     merged.threshold = next((r.threshold for r in runs if r.threshold is not None), None)
     merged.repro = next((r.repro for r in runs if r.repro), "")
+    merged.significance = next((r.significance for r in runs if r.significance), {})
+    merged.noise_k = next((r.noise_k for r in runs if r.noise_k is not None), None)
     merged.collections = sorted((c for r in runs for c in r.collections), key=lambda c: c.name)
     merged.failures = sorted((f for r in runs for f in r.failures), key=lambda f: f.name)
     return merged

@@ -337,6 +337,11 @@
     cell.addEventListener("click", function () { sortBy(c); });
     head.appendChild(cell);
   });
+  // Metrics: "significant only" hides the totals the significance rules did not flag.
+  var significantOnly = document.getElementById("f-significant");
+  if (significantOnly) significantOnly.addEventListener("change", function (event) {
+    document.getElementById("metrics").classList.toggle("significant-only", event.target.checked);
+  });
   applyFilters();
   document.documentElement.setAttribute("data-ready", "1");
 })();

@@ -1,0 +1,137 @@
+"""The significance rules and the A/A noise floor (pure functions: reports/significance and the
+summaries that use it)."""
+from __future__ import annotations
+
+import argparse
+import math
+
+import pytest
+
+from spmi.base import config
+from spmi.reports import asm_markdown
+from spmi.reports import metric_markdown as report
+from spmi.reports import metric_model as model
+from spmi.reports import significance as signal
+from spmi.reports.asm_model import CollectionReport
+from spmi.reports.significance import Significance, SpreadSums, Verdict, aa_spread_pct, judge
+
+
+def test_default_rules_per_metric() -> None:
+    rules = Significance()
+    assert rules.min_pct("instructions") == 0.005
+    assert rules.min_pct("ActualCodeBytes") == 0 and rules.min_pct("GCInfoBytes") == 0
+    assert rules.min_pct("BytesAllocated") == 1.0
+    assert rules.min_pct("CseCount") == signal.OTHER_METRICS_RULE
+    assert signal.direction("instructions") == signal.LOWER
+    assert signal.direction("RedundantBranchesEliminated") == signal.HIGHER
+    assert signal.direction("CseCount") == signal.NEUTRAL
+
+
+def test_judge_applies_the_rule_then_the_noise_floor() -> None:
+    assert judge(100, 100, 0.0) is Verdict.UNCHANGED
+    assert judge(1000, 1001, 0.0) is Verdict.SIGNIFICANT                 # any change
+    assert judge(1_000_000, 1_000_049, 0.005) is Verdict.BELOW_RULE      # +0.0049%
+    assert judge(1_000_000, 1_000_050, 0.005) is Verdict.SIGNIFICANT     # reaches the minimum
+    assert judge(1_000_000, 999_940, 0.005) is Verdict.SIGNIFICANT       # decreases count alike
+    assert judge(0, 5, 1.0) is Verdict.SIGNIFICANT                       # from nothing: infinite
+    # the noise floor is k × spread; the change must exceed it
+    assert judge(1000, 1020, 1.0, spread=0.7, noise_k=3) is Verdict.WITHIN_NOISE   # 2.0% < 2.1%
+    assert judge(1000, 1022, 1.0, spread=0.7, noise_k=3) is Verdict.SIGNIFICANT    # 2.2% > 2.1%
+    assert judge(1000, 1005, 1.0, spread=0.0, noise_k=3) is Verdict.BELOW_RULE     # the rule still applies
+    assert judge(1000, 1022, 1.0, spread=None, noise_k=3) is Verdict.SIGNIFICANT   # not measured: rule alone
+
+
+def test_overrides_replace_one_metric_rule() -> None:
+    rules = Significance({"BytesAllocated": 5.0, "instructions": 0.0})
+    assert rules.judge("BytesAllocated", 100, 104) is Verdict.BELOW_RULE
+    assert rules.judge("instructions", 10**9, 10**9 + 1) is Verdict.SIGNIFICANT
+    assert rules.min_pct("PerfScore") == signal.RULES["PerfScore"]
+
+
+def test_significance_flag_is_checked_while_parsing() -> None:
+    assert config.significance_override("BytesAllocated=2.5") == ("BytesAllocated", 2.5)
+    assert config.significance_override("instructions=0") == ("instructions", 0.0)
+    for bad in ("BytesAllocated", "=1", "Bytes Allocated=1", "BytesAllocated=-1", "BytesAllocated=nan", "x=y"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            config.significance_override(bad)
+
+
+def test_aa_spread_is_the_larger_of_the_total_change_and_the_pooled_per_context_noise() -> None:
+    # four equal contexts, each changed by ±1%: the total does not move, the pooled sigma is 1%·√4/4 = 0.5%
+    sums = SpreadSums(base=400.0, delta=0.0, base_squares=4 * 100.0 ** 2, relative_squares=4 * 0.01 ** 2, count=4)
+    assert aa_spread_pct(sums) == pytest.approx(0.5)
+    # a run-wide shift shows as the total's own change
+    assert aa_spread_pct(SpreadSums(400.0, 8.0, 40000.0, 4 * 0.02 ** 2, 4)) == pytest.approx(2.0)
+    assert aa_spread_pct(SpreadSums()) == 0.0
+    assert math.isinf(aa_spread_pct(SpreadSums(0.0, 3.0)))
+
+
+def _collection(name: str, base: int, diff: int, noise: float = -1.0, metric: str = "BytesAllocated"):
+    totals = {metric: {"Overall": model.Totals(base, diff), "MinOpts": model.Totals(0, 0),
+                       "FullOpts": model.Totals(base, diff)}}
+    result = model.CollectionResult(name, [metric], {metric: "int"}, totals, {"Overall": 1, "MinOpts": 0,
+                                                                               "FullOpts": 1},
+                                    model.SideCounts(1), model.SideCounts(1))
+    if noise >= 0:
+        result.noise = {metric: {"Overall": noise, "MinOpts": 0.0, "FullOpts": noise}}
+    return result
+
+
+def test_memdiff_shows_the_floor_and_collapses_changes_within_noise() -> None:
+    run = model.MetricDiffRun(kind="memdiff", focus="BytesAllocated", threshold=25.0, noise_k=3.0)
+    run.collections = [_collection("big.mch", 1000, 1400, noise=0.004), _collection("quiet.mch", 1000, 1005, 0.5),
+                       _collection("noisy.mch", 1000, 1030, noise=2.0)]
+    text = report.render_memdiff(run, True, lambda m: "lower")
+    assert "+40.00%</span> (noise floor ±0.012%)|" in text
+    assert "Significance: a change is flagged when it reaches its metric's minimum (BytesAllocated 1%) and " \
+           "exceeds the noise floor, 3 × the spread" in text
+    within = text.split("<summary>Changes within noise (2)</summary>")[1].split("</details>")[0]
+    assert "|quiet.mch|BytesAllocated|Overall|+0.50%|below the rule (±1.50%)|" in within
+    assert "|noisy.mch|BytesAllocated|Overall|+3.00%|within the noise floor (±6.00%)|" in within
+    assert "|big.mch|" not in within
+
+
+def test_the_memory_gate_counts_significant_growth_only() -> None:
+    run = model.MetricDiffRun(kind="memdiff", focus="BytesAllocated", threshold=25.0, noise_k=3.0)
+    run.collections = [_collection("noisy.mch", 1000, 1300, noise=12.0), _collection("real.mch", 1000, 1300, 1.0)]
+    assert [b.collection for b in report.gate_breaches(run, 25.0)] == ["real.mch", "real.mch"]
+    run.noise_k = None
+    assert len(report.gate_breaches(run, 25.0)) == 4
+
+
+def test_tpdiff_rows_carry_their_floor() -> None:
+    run = model.MetricDiffRun(kind="tpdiff", focus="instructions", noise_k=3.0)
+    run.collections = [_collection("a.mch", 10**8, 10**8 + 210_000, noise=0.004 / 3, metric="instructions")]
+    short = report.render_tpdiff(run, False)
+    assert "|a.mch|<span style=\"color:red\">+0.21%</span> (noise floor ±0.004%)|" in short
+
+
+def test_noise_fields_survive_the_json_summary_and_merging() -> None:
+    run = model.MetricDiffRun(kind="memdiff", focus="BytesAllocated", significance={"BytesAllocated": 2.0},
+                              noise_k=4.0)
+    run.collections = [_collection("a.mch", 10, 20, noise=0.25)]
+    back = model.run_from_json(model.run_to_json(run))
+    assert back.significance == {"BytesAllocated": 2.0} and back.noise_k == 4.0
+    assert back.collections[0].noise["BytesAllocated"]["Overall"] == 0.25
+    merged = model.merge_runs([model.MetricDiffRun(kind="memdiff", focus="BytesAllocated"), back])
+    assert merged.noise_k == 4.0 and merged.significance == {"BytesAllocated": 2.0}
+
+
+def test_asmdiffs_other_metrics_table_applies_the_rules() -> None:
+    a = CollectionReport("a.mch", metric_totals={"BytesAllocated": [100000, 100500], "GCInfoBytes": [100, 101]})
+    text = asm_markdown.other_metrics_section([a])
+    assert "<summary>Other metrics (1 metric changed)</summary>" in text
+    assert "|GCInfoBytes|a.mch|100|101|" in text and "|BytesAllocated|" not in text
+    assert "Within noise (1): BytesAllocated." in text and "Significance: a change is flagged" in text
+    quiet = asm_markdown.other_metrics_section([a], Significance({"GCInfoBytes": 5.0}))
+    assert "Other metrics (none changed significantly; 2 within noise)" in quiet
+    loud = asm_markdown.other_metrics_section([a], Significance({"BytesAllocated": 0.1}))
+    assert "|BytesAllocated|a.mch|100,000|100,500|" in loud
+
+
+def test_the_flag_help_names_the_table_defaults() -> None:
+    """`-significance -h` repeats the defaults (base cannot import reports): it must match the table."""
+    action = next(a for a in config.significance_options()._actions if "-significance" in a.option_strings)
+    for metric in ("instructions", "BytesAllocated", "PerfScore"):
+        assert f"{metric} {signal.RULES[metric]:g}" in action.help
+    assert f"other metrics {signal.OTHER_METRICS_RULE:g}" in action.help and "code bytes any change" in action.help
