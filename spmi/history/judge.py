@@ -5,7 +5,7 @@ are the spread that ordinary work on main produces. A PR's change is flagged whe
 lies beyond the interquartile fence of that spread, `Q1 - k*IQR` .. `Q3 + k*IQR`
 (k = 3, as compile-time trackers use). Records of another JIT-EE version, or in which
 the collection had another size, are skipped and counted; with fewer than
-`min_records` left the verdict falls back to the fixed significance rule.
+`min_records` left the verdict falls back to the per-metric significance rule (docs/signal.md).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from enum import Enum
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from spmi.history.records import HistoryRecord
-from spmi.reports.metric_model import is_significant
+from spmi.reports.significance import Significance
 
 DEFAULT_LAST = 30
 DEFAULT_K = 3.0
@@ -143,4 +143,5 @@ def _judge_one(collection: str, metric: str, base: float, diff: float, change: f
 
 
 def _default_fixed_rule(metric: str, base: float, diff: float) -> bool:
-    return is_significant(base, diff)
+    """The per-metric significance rule (docs/signal.md)."""
+    return Significance().judge(metric, base, diff).flagged
