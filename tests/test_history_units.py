@@ -149,3 +149,14 @@ def test_metric_summary_without_a_target_needs_the_flags():
     run = metric_model.MetricDiffRun(kind="tpdiff", focus="Instructions")
     with pytest.raises(RecordError, match="pass -target_os and -target_arch"):
         records.record_from_summary(metric_model.run_to_json(run), records.RunFacts(), "s.json")
+
+
+def test_a_short_history_widens_the_fence():
+    assert [judge.small_history_k(3.0, n) for n in (3, 6, 7, 9, 10, 30)] == [10.0, 10.0, 6.0, 6.0, 3.0, 3.0]
+    # four tightly grouped runs: a change well outside their range is still within a short history's fence
+    history = [record(stamp(d), c) for d, c in ((1, 0.02), (2, 0.03), (3, 0.04), (4, 0.05))]
+    assert judge.judge(record(stamp(9), -0.1), history).judgements[0].verdict is judge.Verdict.WITHIN
+    assert judge.judge(record(stamp(9), 2.5), history).judgements[0].verdict is judge.Verdict.FLAGGED
+    # the same spread over ten runs judges the same change as outside
+    long_history = [record(stamp(d), 0.02 + 0.01 * (d % 4)) for d in range(1, 11)]
+    assert judge.judge(record(stamp(20), -0.1), long_history).judgements[0].verdict is judge.Verdict.FLAGGED

@@ -3,7 +3,9 @@
 For each collection and metric, the main runs' changes (diff against base, in percent)
 are the spread that ordinary work on main produces. A PR's change is flagged when it
 lies beyond the interquartile fence of that spread, `Q1 - k*IQR` .. `Q3 + k*IQR`
-(k = 3, as compile-time trackers use). Records of another JIT-EE version, or in which
+(k = 3, as compile-time trackers use). A short history estimates the spread poorly, so
+the fence widens below 10 records (`small_history_k`) to keep a no-change run's chance of
+being flagged near 1% (`bench/history_fence.py` measures it). Records of another JIT-EE version, or in which
 the collection had another size, are skipped and counted; with fewer than
 `min_records` left the verdict falls back to the per-metric significance rule (docs/signal.md).
 """
@@ -82,6 +84,18 @@ def fmt_pct(value: float) -> str:
     return f"{value:+.2f}%" if abs(value) >= 0.01 or value == 0 else f"{value:+.4f}%"
 
 
+#: (fewer records than this, factor on k): the fence of a short history is wider
+SMALL_HISTORY_FACTORS = ((7, 10.0 / 3.0), (10, 2.0))
+
+
+def small_history_k(k: float, records: int) -> float:
+    """`k` for a history of `records` main runs: x10/3 below 7 runs, x2 below 10, as is from 10 on."""
+    for below, factor in SMALL_HISTORY_FACTORS:
+        if records < below:
+            return k * factor
+    return k
+
+
 def iqr_fence(values: Sequence[float], k: float = DEFAULT_K) -> Fence:
     """`Q1 - k*IQR` .. `Q3 + k*IQR` of `values` (inclusive quartiles; two values or more)."""
     q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
@@ -137,7 +151,7 @@ def _judge_one(collection: str, metric: str, base: float, diff: float, change: f
     if len(history) < min_records:
         verdict = Verdict.FIXED_SIGNIFICANT if rule(metric, base, diff) else Verdict.FIXED_NOT_SIGNIFICANT
         return Judgement(collection, metric, change, verdict, history)
-    fence = iqr_fence(history, k)
+    fence = iqr_fence(history, small_history_k(k, len(history)))
     verdict = Verdict.WITHIN if fence.holds(change) else Verdict.FLAGGED
     return Judgement(collection, metric, change, verdict, history, fence)
 
