@@ -110,7 +110,7 @@ def method_full_names(sample: Sample, mch: Path, work: Path) -> Dict[int, str]:
 def assert_examples_named_class_colon_method(sample: Sample, text: str, work: Path) -> None:
     """Every example row names its context `<class>:<method>` (the `method name` field of `mcs -dumpMap`):
     a prefix of the method's full name ending before its instantiation or arguments, no signature glued on."""
-    from spmi.reports.metric_markdown import table_cell
+    from spmi.base.untrusted import escape_md_inline as table_cell
     rows = re.findall(r"^\|([^|]+\.mch)\|(\d+)\|[\d,]+\|[\d,]+\|[^|]+\|(.+)\|$", text, re.M)
     assert rows, "the summary has example rows"
     names: Dict[str, Dict[int, str]] = {}

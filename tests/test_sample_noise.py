@@ -124,6 +124,6 @@ def test_demo_with_noise_turns_the_knobs_and_the_noise_check_on(tmp_path: Path, 
     assert setup[-1] == "--run_locally"
     plain_make, plain_setup = demo.pipeline_commands(tmp_path)
     assert "--noise" not in plain_make and "--noise_check" not in plain_setup
-    assert any("python sample/demo.py --noise" in line for line in demo.next_steps(tmp_path, [], []))
+    assert any("sample/demo.py --noise" in line for line in demo.next_steps(tmp_path, [], []))
     memdiff = demo.memdiff_command(sample_toolchain, tmp_path / "spmi")
     assert memdiff[2:4] == ["memdiff", "--noise_check"]
