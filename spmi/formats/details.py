@@ -198,6 +198,15 @@ class DetailsTable:
                     c.context, c.context_size, c.method_name, c.tier, c.base_result, c.diff_result, c.minopts,
                     c.has_diff, c.base_instructions, c.diff_instructions, c.line))]
 
+    def row(self, position: int) -> DetailsRow:
+        """The row at `position`, made on its own (for a few rows of a big table; `rows` makes all)."""
+        c = self.columns
+        index = {name: i for i, name in enumerate(self.metric_names)}
+        return DetailsRow(c.context[position], c.context_size[position], c.method_name[position], c.tier[position],
+                          c.base_result[position], c.diff_result[position], c.minopts[position],
+                          c.has_diff[position], c.base_instructions[position], c.diff_instructions[position],
+                          c.line[position], position, self.base_columns, self.diff_columns, index)
+
     def has_metric(self, name: str) -> bool:
         return name in self.metric_names
 
