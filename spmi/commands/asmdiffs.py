@@ -140,7 +140,7 @@ class CollectionDiff:
 
     mch: Path
     outcome: CollectionOutcome
-    table: Optional[details.DetailsTable] = None  # the diff-list rows only, while the collection is analysed
+    table: Optional[details.DetailsTable] = None  # the diff-list rows only
     data_problem: str = ""
     asm_dir: Optional[Path] = None
     aggregates: Optional["asm_model.CollectionAggregates"] = None
@@ -151,7 +151,6 @@ class CollectionDiff:
     analyze_markdown: str = ""
     listing_failures: List[dasm_gen.ListingFailure] = field(default_factory=list)
     has_diffs: bool = False
-    diff_rows: Optional["asm_model.DiffRows"] = None  # what the summaries keep of `table` (None: no data)
 
     @property
     def failed(self) -> bool:
@@ -273,7 +272,6 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
     if table is None:
         return result
     analyze_collection(job, result, work)
-    result.diff_rows, result.table = html_build.diff_rows_of(table), None  # the table is not needed any more
     return result
 
 
@@ -499,7 +497,7 @@ def collection_report(job: Job, result: CollectionDiff) -> "asm_model.Collection
     outcome = result.outcome
     status = asm_model.ReplayStatus(failed=result.failed, reason=result.failure_reason(),
                                  exit_code=outcome.exit_code if outcome.failed else None,
-                                 missing_contexts=outcome.counts.missing, no_data=result.diff_rows is None)
+                                 missing_contexts=outcome.counts.missing, no_data=result.table is None)
     shown = superpmi_tool.ASSERT_INSTANCES_SHOWN
     groups = [asm_model.AssertGroup(g.key, g.count,
                                  [asm_model.AssertInstance(a.context, a.il_size) for a in g.sorted_instances()[:shown]])
@@ -508,7 +506,7 @@ def collection_report(job: Job, result: CollectionDiff) -> "asm_model.Collection
                                    aggregates=result.aggregates or asm_model.CollectionAggregates(),
                                    examples=list(result.examples), jit_analyze_markdown=result.analyze_markdown,
                                    status=status, asserts=groups, repro_commands=failure_repro_commands(job, result),
-                                   diff_rows=result.diff_rows if result.diff_rows is not None else asm_model.DiffRows(),
+                                   diff_rows=html_build.diff_rows_of(result.table) if result.table else asm_model.DiffRows(),
                                    failing_contexts=reproducible_failures(result),
                                    metric_totals=asm_analysis.metric_totals(result.metric_sums))
 

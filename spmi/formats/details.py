@@ -246,19 +246,6 @@ class DetailsTable:
         return DetailsTable(self.source, self.metric_names, columns, self.is_diff_layout, self.synthesized_metrics,
                             self.available_metrics, base, diff)
 
-    def extend(self, other: "DetailsTable") -> None:
-        """Adds the rows of `other` (a later part of the same CSV, same columns) at the end, in place:
-        a table grown part by part never holds its values twice."""
-        for name in _ROW_FIELDS:
-            setattr(self.columns, name, _extended(getattr(self.columns, name), getattr(other.columns, name)))
-        for index, (base, diff) in enumerate(zip(self.base_columns, self.diff_columns)):
-            shared = diff is base and other.diff_columns[index] is other.base_columns[index]
-            if diff is base and not shared:
-                diff = array(base.typecode, base) if isinstance(base, array) else list(base)
-            self.base_columns[index] = _extended(base, other.base_columns[index])
-            self.diff_columns[index] = self.base_columns[index] if shared else _extended(diff, other.diff_columns[index])
-        self._rows = None
-
     def miss_counts(self) -> Tuple[int, int, int]:
         """(rows whose base result is Miss, whose diff result is Miss, where either is)."""
         base, diff = self.columns.base_result, self.columns.diff_result
@@ -298,15 +285,6 @@ def _joined(parts: Iterable[Sequence[_T]]) -> Sequence[_T]:
             result = list(result)
         result.extend(part)  # type: ignore[union-attr]
     return result if result is not None else []
-
-
-def _extended(column: Sequence[_T], part: Sequence[_T]) -> Sequence[_T]:
-    """`column` with `part` added at its end: in place when its storage takes the part's values."""
-    if not isinstance(column, (array, list)) or (
-            isinstance(column, array) and not (isinstance(part, array) and part.typecode == column.typecode)):
-        column = list(column)
-    column.extend(part)  # type: ignore[attr-defined]
-    return column
 
 
 def concatenate(tables: Sequence[DetailsTable]) -> DetailsTable:

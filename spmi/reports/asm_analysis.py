@@ -13,7 +13,7 @@ from itertools import compress, repeat
 from operator import add, and_, eq, truediv
 from typing import Container, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
-from spmi.formats.details import CODE_BYTES, ERROR, MISS, PERFSCORE, SUCCESS, DetailsRow, DetailsTable
+from spmi.formats.details import CODE_BYTES, ERROR, MISS, PERFSCORE, SUCCESS, DetailsRow, DetailsTable, concatenate
 from spmi.reports.asm_model import IMPROVEMENT, REGRESSION, Aggregate, CollectionAggregates, DiffListStats, ExampleDiff
 
 Number = Union[int, float]
@@ -125,7 +125,8 @@ class DetailsDigest:
         #: every metric column the CSV has (none filled in): [Σ base, Σ diff] over rows where both
         #: JITs succeeded, in file order (the analyzer totals, the "Other metrics" table)
         self.metric_sums: Dict[str, List[Number]] = {}
-        self._diff: Optional[DetailsTable] = None
+        self._diff_parts: List[DetailsTable] = []
+        self._empty: Optional[DetailsTable] = None
 
     def add(self, table: DetailsTable) -> None:
         c = table.columns
@@ -149,11 +150,10 @@ class DetailsDigest:
         base_code, diff_code, base_perf, diff_perf = columns[:4]
         for i in with_diffs:
             _count_diff(stats, int(base_code[i]), int(diff_code[i]), base_perf[i], diff_perf[i])
-        # the diff list needs only code size and PerfScore (the sums above have the rest)
-        if self._diff is None:
-            self._diff = table.only_metrics(DIFF_LIST_METRICS).subset(with_diffs)
-        elif with_diffs:
-            self._diff.extend(table.only_metrics(DIFF_LIST_METRICS).subset(with_diffs))
+        if with_diffs:  # the diff list needs only code size and PerfScore (the sums above have the rest)
+            self._diff_parts.append(table.only_metrics(DIFF_LIST_METRICS).subset(with_diffs))
+        elif self._empty is None:
+            self._empty = table.only_metrics(DIFF_LIST_METRICS).subset([])
 
     def _note_missing_only(self, table: DetailsTable, either_miss: bytes) -> None:
         c = table.columns
@@ -162,9 +162,12 @@ class DetailsDigest:
                 self.missing_only.add(c.context[i])
 
     def diff_table(self) -> Optional[DetailsTable]:
-        """The diff-list rows (both JITs succeeded, `Has diff`) in file order, as a table (grown
-        part by part); None before any part came."""
-        return self._diff
+        """The diff-list rows (both JITs succeeded, `Has diff`) in file order, as a table;
+        None before any part came. The parts are joined once (and not kept besides)."""
+        if len(self._diff_parts) > 1:
+            self._diff_parts = [concatenate(self._diff_parts)]
+        parts = self._diff_parts or ([self._empty] if self._empty is not None else [])
+        return parts[0] if parts else None
 
 
 def _aggregated_columns(table: DetailsTable) -> Tuple[Sequence[float], ...]:
