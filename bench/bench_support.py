@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: a sample toolchain to measure and a scratch folder."""
+"""What the benchmark scripts share: a sample toolchain to measure, a scratch folder, and a big details CSV
+(also read by the tests; this module needs nothing beyond the standard library)."""
 from __future__ import annotations
 
 import os
@@ -38,3 +39,40 @@ def load_average() -> str:
         return " ".join(f"{value:.2f}" for value in os.getloadavg())
     except (OSError, AttributeError):
         return "n/a"
+
+
+#: The current era's metric columns, in order (docs/contracts.md §3.2.5).
+CURRENT_METRICS = (
+    "ActualCodeBytes AllocatedHotCodeBytes AllocatedColdCodeBytes ReadOnlyDataBytes GCInfoBytes EHClauseCount "
+    "PhysicallyPromotedFields LoopsFoundDuringOpts LoopsInverted LoopsCloned LoopsUnrolled LoopAlignmentCandidates "
+    "LoopsAligned LoopsIVWidened WidenedIVs UnusedIVsRemoved LoopsMadeDownwardsCounted LoopsStrengthReduced "
+    "VarsInSsa HoistedExpressions RedundantBranchesEliminated JumpThreadingsPerformed CseCount "
+    "BasicBlocksAtCodegen PerfScore BytesAllocated ImporterBranchFold ImporterSwitchFold DevirtualizedCall "
+    "DevirtualizedCallUnboxedEntry DevirtualizedCallRemovedBox GDV ClassGDV MethodGDV MultiGuessGDV ChainedGDV "
+    "EnumeratorGDV InlinerBranchFold InlineAttempt InlineCount ProfileConsistentBeforeInline "
+    "ProfileConsistentAfterInline ProfileConsistentBeforeMorph ProfileConsistentAfterMorph "
+    "ProfileSynthesizedBlendedOrRepaired ProfileInconsistentInitially ProfileInconsistentResetLeave "
+    "ProfileInconsistentImporterBranchFold ProfileInconsistentImporterSwitchFold ProfileInconsistentChainedGDV "
+    "ProfileInconsistentScratchBB ProfileInconsistentInlinerBranchFold ProfileInconsistentInlineeScale "
+    "ProfileInconsistentInlinee ProfileInconsistentNoReturnInlinee ProfileInconsistentMayThrowInlinee "
+    "NewRefClassHelperCalls StackAllocatedRefClasses NewBoxedValueClassHelperCalls "
+    "StackAllocatedBoxedValueClasses NewArrayHelperCalls StackAllocatedArrays NewFastAllocateStringCalls "
+    "StackAllocatedStrings LocalAssertionCount LocalAssertionOverflow MorphTrackedLocals MorphLocals "
+    "EnumeratorGDVProvisionalNoEscape EnumeratorGDVCanCloneToEnsureNoEscape").split()
+
+
+def big_current_era_csv(rows: int) -> str:
+    """A diff-layout details CSV of the current era (§3.2.5's metrics) with `rows` rows: a few metrics
+    differ between the sides, most are 0 on both."""
+    header = ("Context,Context size,Method full name,Tier name,Base result,Diff result,MinOpts,Has diff,"
+              "Base instructions,Diff instructions" + "".join(f",Base {m},Diff {m}" for m in CURRENT_METRICS))
+    tail_zeros = ",0,0" * (len(CURRENT_METRICS) - 26)
+    middles = [",".join(f"{ctx % 7},{ctx % 5}" for _ in range(19)) for ctx in range(35)]
+    lines = [header]
+    for ctx in range(1, rows + 1):
+        size = 100 + ctx % 900
+        middle = middles[ctx % 35]
+        lines.append(f'{ctx},{size * 3},"Ns.Type{ctx % 500}:Method{ctx}(int,int):this",Tier0,Success,Success,'
+                     f'{ctx % 2 == 0},{ctx % 3 == 0},0,0,{size},{size - ctx % 4},{size},{size},0,0,0,0,8,8,'
+                     f'{middle},{size / 3:f},{size / 3 - ctx % 4:f},{size * 40},{size * 41}{tail_zeros}')
+    return "\n".join(lines) + "\n"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How `superpmi.py asmdiffs` scales with the size of a collection.
 
-For each size (default 100,000 / 500,000 / 1,000,000 contexts) makes a sample toolchain
+For each size (default 100,000 / 500,000 / 1,000,000 / 2,000,000 contexts) makes a sample toolchain
 with one collection of that many contexts (linux-x64 libraries.pmi; reused when
 `--keep DIR` already holds it), runs `superpmi.py asmdiffs` on it once through a small
 wrapper that reports the suite process's own peak RSS and CPU time at exit (its children,
@@ -9,7 +9,9 @@ superpmi and the listing runs, are not counted), and prints:
 
     contexts, suite peak RSS (MB), suite CPU (s), suite CPU per context (µs), wall (s)
 
-Goals: peak RSS <= 200 MB at 1,000,000 contexts; <= 10 µs of suite CPU per context.
+The sample collections have diffs in about 13% of their contexts (265,530 of 2,000,000).
+Goals: peak RSS <= 200 MB at 1,000,000 contexts and <= 160 MB at 2,000,000 (with --no_html);
+<= 10 µs of suite CPU per context.
 The sample superpmi's modelled costs are set to 0 so that the runs stay short.
 Numbers only; nothing is asserted. Unix only (resource module).
 
@@ -70,7 +72,7 @@ def run_asmdiffs(toolchain: Path, out: Path, extra: List[str]) -> Dict[str, floa
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="100000,500000,1000000", help="comma-separated context counts")
+    parser.add_argument("--sizes", default="100000,500000,1000000,2000000", help="comma-separated context counts")
     parser.add_argument("--keep", help="make (or reuse) the toolchains here and keep them")
     parser.add_argument("--no_html", action="store_true",
                         help="pass --no_html (no HTML diff explorer: its cost follows the picked listings, "
@@ -87,7 +89,8 @@ def main() -> int:
                                    ["--no_html"] if args.no_html else [])
             print(f"{contexts:>10} {figures['code']:>4} {figures['rss_mb']:>12.1f} {figures['cpu']:>12.2f} "
                   f"{figures['cpu'] / contexts * 1e6:>11.2f} {figures['wall']:>8.1f}  {load_average()}", flush=True)
-    print("goals: peak RSS <= 200 MB at 1,000,000 contexts; <= 10 µs suite CPU per context")
+    print("goals: peak RSS <= 200 MB at 1,000,000 contexts, <= 160 MB at 2,000,000 (--no_html); "
+          "<= 10 µs suite CPU per context")
     return 0
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.bench_support import CURRENT_METRICS, big_current_era_csv
 from spmi.formats import details
 from spmi.formats.details import (
     CODE_BYTES,
@@ -208,40 +209,6 @@ def test_metric_directions():
     assert is_improvement("ActualCodeBytes", 2, 2) is None
 
 
-CURRENT_METRICS = (
-    "ActualCodeBytes AllocatedHotCodeBytes AllocatedColdCodeBytes ReadOnlyDataBytes GCInfoBytes EHClauseCount "
-    "PhysicallyPromotedFields LoopsFoundDuringOpts LoopsInverted LoopsCloned LoopsUnrolled LoopAlignmentCandidates "
-    "LoopsAligned LoopsIVWidened WidenedIVs UnusedIVsRemoved LoopsMadeDownwardsCounted LoopsStrengthReduced "
-    "VarsInSsa HoistedExpressions RedundantBranchesEliminated JumpThreadingsPerformed CseCount "
-    "BasicBlocksAtCodegen PerfScore BytesAllocated ImporterBranchFold ImporterSwitchFold DevirtualizedCall "
-    "DevirtualizedCallUnboxedEntry DevirtualizedCallRemovedBox GDV ClassGDV MethodGDV MultiGuessGDV ChainedGDV "
-    "EnumeratorGDV InlinerBranchFold InlineAttempt InlineCount ProfileConsistentBeforeInline "
-    "ProfileConsistentAfterInline ProfileConsistentBeforeMorph ProfileConsistentAfterMorph "
-    "ProfileSynthesizedBlendedOrRepaired ProfileInconsistentInitially ProfileInconsistentResetLeave "
-    "ProfileInconsistentImporterBranchFold ProfileInconsistentImporterSwitchFold ProfileInconsistentChainedGDV "
-    "ProfileInconsistentScratchBB ProfileInconsistentInlinerBranchFold ProfileInconsistentInlineeScale "
-    "ProfileInconsistentInlinee ProfileInconsistentNoReturnInlinee ProfileInconsistentMayThrowInlinee "
-    "NewRefClassHelperCalls StackAllocatedRefClasses NewBoxedValueClassHelperCalls "
-    "StackAllocatedBoxedValueClasses NewArrayHelperCalls StackAllocatedArrays NewFastAllocateStringCalls "
-    "StackAllocatedStrings LocalAssertionCount LocalAssertionOverflow MorphTrackedLocals MorphLocals "
-    "EnumeratorGDVProvisionalNoEscape EnumeratorGDVCanCloneToEnsureNoEscape").split()
-
-
-def big_current_era_csv(rows: int) -> str:
-    header = ("Context,Context size,Method full name,Tier name,Base result,Diff result,MinOpts,Has diff,"
-              "Base instructions,Diff instructions" + "".join(f",Base {m},Diff {m}" for m in CURRENT_METRICS))
-    tail_zeros = ",0,0" * (len(CURRENT_METRICS) - 26)
-    middles = [",".join(f"{ctx % 7},{ctx % 5}" for _ in range(19)) for ctx in range(35)]
-    lines = [header]
-    for ctx in range(1, rows + 1):
-        size = 100 + ctx % 900
-        middle = middles[ctx % 35]
-        lines.append(f'{ctx},{size * 3},"Ns.Type{ctx % 500}:Method{ctx}(int,int):this",Tier0,Success,Success,'
-                     f'{ctx % 2 == 0},{ctx % 3 == 0},0,0,{size},{size - ctx % 4},{size},{size},0,0,0,0,8,8,'
-                     f'{middle},{size / 3:f},{size / 3 - ctx % 4:f},{size * 40},{size * 41}{tail_zeros}')
-    return "\n".join(lines) + "\n"
-
-
 def test_the_current_metric_list_is_discovered_in_order():
     table = parse_details(big_current_era_csv(3))
     assert table.metric_names == tuple(CURRENT_METRICS)
@@ -260,7 +227,7 @@ def test_fifty_thousand_repeated_rows_are_all_kept():
     assert table.rows[-1].diff(CODE_BYTES) == 100 + 1_000 % 900 - 1_000 % 4
 
 
-# ---------------------------------------------------------------- the plain-block reader
+# ---------------------------------------------------------------- odd inputs, chunk by chunk
 
 def _everything(table: details.DetailsTable):
     """Every value a table holds, with types (metric values by repr: 1 and 1.0 differ)."""
@@ -283,7 +250,7 @@ def _row(ctx: int, name: str = '"N:M(int,long)"', code: str = "10", perf: str = 
             f"{mem[0]},{mem[1]}")
 
 
-PLAIN_AND_NOT = {
+ODD_INPUTS = {
     "names with commas, doubled and empty quotes": diff_csv(
         _row(1), _row(2, '"A:""Q""(x,y)"'), _row(3, '""'), _row(4, '""""'), _row(5, '"""x"""'), _row(6, "bare")),
     "crlf": diff_csv(*[_row(i) for i in range(1, 9)]).replace("\n", "\r\n"),
@@ -305,27 +272,54 @@ PLAIN_AND_NOT = {
 }
 
 
-@pytest.mark.parametrize("small_blocks", [False, True])
-@pytest.mark.parametrize("name", sorted(PLAIN_AND_NOT))
-def test_plain_blocks_read_exactly_what_the_csv_module_reads(name, small_blocks, monkeypatch, tmp_path):
-    text = PLAIN_AND_NOT[name]
+@pytest.mark.parametrize("name", sorted(ODD_INPUTS))
+def test_text_lines_file_and_streamed_parts_read_the_same_in_any_chunk_size(name, monkeypatch, tmp_path):
+    text = ODD_INPUTS[name]
     path = tmp_path / "d.csv"
     path.write_bytes(text.encode("utf-8"))
-    if small_blocks:
-        monkeypatch.setattr(details, "_CHUNK_ROWS", 3)
-        monkeypatch.setattr(details, "_BLOCK_CHARS", 64)
+
+    def streamed():  # type: ignore[no-untyped-def]
+        parts: list = []
+        details.stream_details_csv(path, parts.append)
+        return details.concatenate(parts)
+
     readers = (lambda: parse_details(text, str(path)), lambda: read_details_csv(path),
-               lambda: parse_details(text.splitlines(keepends=True), str(path)))
-    fast = [_outcome(read) for read in readers]
-    monkeypatch.setattr(details, "_split_plain_block", lambda *args: None)  # the csv module for every block
-    assert fast == [_outcome(read) for read in readers]
+               lambda: parse_details(text.splitlines(keepends=True), str(path)), streamed)
+    whole = [_outcome(read) for read in readers]
+    assert whole[0] == whole[1] == whole[2] == whole[3]
+    monkeypatch.setattr(details, "_CHUNK_ROWS", 3)
+    assert [_outcome(read) for read in readers] == whole
 
 
-def test_current_era_files_take_the_plain_path_and_share_unchanged_diff_columns(monkeypatch):
-    def no_csv(*args):  # type: ignore[no-untyped-def]
-        raise AssertionError("the csv module was used")
+ODD_INPUT_OUTCOMES = {
+    "a bad value and a ragged line": ("error", "line 4 has 2 fields, the header has 16"),
+    "a bad value in a changed diff cell": ("error", "line 3, column 'Diff BytesAllocated': bad value '1x0'"),
+    "a truncated last line": ("error", "line 4: malformed CSV (unexpected end of data)"),
+    "text after a closing quote": ("error", "line 3: malformed CSV (',' expected after '\"')"),
+}
 
-    monkeypatch.setattr(details, "_read_csv_rows", no_csv)
+
+@pytest.mark.parametrize("name", sorted(ODD_INPUT_OUTCOMES))
+def test_odd_inputs_that_are_errors_name_the_line(name):
+    kind, message = ODD_INPUT_OUTCOMES[name]
+    with pytest.raises(DetailsError) as info:
+        parse_details(ODD_INPUTS[name], "d.csv")
+    assert str(info.value) == f"d.csv: {message}" and info.value.kind == "malformed"
+
+
+def test_odd_inputs_that_read_keep_their_values():
+    names = parse_details(ODD_INPUTS["names with commas, doubled and empty quotes"]).columns.method_name
+    assert list(names) == ["N:M(int,long)", 'A:"Q"(x,y)', "", '"', '"x"', "bare"]
+    assert parse_details(ODD_INPUTS["a line break inside a name"]).rows[1].method_name == "two\nlines"
+    assert [r.context for r in parse_details(ODD_INPUTS["no final line end"]).rows] == [1, 2]
+    big = parse_details(ODD_INPUTS["values beyond 64 bits"]).rows[1]
+    assert big.base("BytesAllocated") == 99999999999999999999 and big.diff("BytesAllocated") == 1
+    mixed = parse_details(ODD_INPUTS["ints then floats, diff changed in a few rows"]).rows
+    assert [repr(r.base(CODE_BYTES)) for r in mixed[6:9]] == ["7", "8.5", "9.5"]
+    assert repr(mixed[9].diff("BytesAllocated")) == "7.5" and repr(mixed[4].diff("BytesAllocated")) == "9"
+
+
+def test_diff_columns_read_from_the_same_texts_as_their_base_columns_are_those_columns(monkeypatch):
     monkeypatch.setattr(details, "_CHUNK_ROWS", 64)
     table = parse_details(big_current_era_csv(300))
     assert table.row_count == 300

@@ -287,7 +287,6 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
     replay_steps.emit_azdo_issues(outcome)
     if table is None:
         return result
-    table.rows.sort(key=lambda row: row.context)  # parallel order is not deterministic
     analyze_collection(job, result, work)
     return result
 
@@ -316,8 +315,8 @@ def analyze_collection(job: Job, result: CollectionDiff, work: Path) -> None:
     aggregates = result.aggregates
     for line in steps.totals_lines(console_totals(aggregates)):  # the console totals of docs/contracts.md §12.9
         log.info("%s", line)
-    diff_rows = asm_analysis.diff_list(result.table)
-    if not diff_rows:
+    diff_count = len(asm_analysis.diff_positions(result.table))
+    if not diff_count:
         return
     result.has_diffs = True
     if job.flags.diff_with_release:
@@ -347,7 +346,7 @@ def analyze_collection(job: Job, result: CollectionDiff, work: Path) -> None:
     if not textual_diff_contexts(base_files, diff_files):
         log.warning("%s", steps.NO_TEXTUAL_DIFFS)
     else:
-        result.analyze_markdown = run_jit_analyze(job, result, len(pick.contexts) < len(diff_rows))
+        result.analyze_markdown = run_jit_analyze(job, result, len(pick.contexts) < diff_count)
     if job.flags.git_diff:
         run_git_diff(job, result.asm_dir)
     result.examples = collect_examples(job, result, pick, base_files, diff_files, env)
@@ -389,17 +388,18 @@ def generate(job: Job, result: CollectionDiff, work: Path, contexts: Sequence[in
              out_dir: Path, extension: str, batched: bool) -> dasm_gen.ListingReport:
     assert result.table is not None
     wanted = set(contexts)
+    rows = result.table.columns  # in file order: the first row of a context names its method, the last its size
     expected: Dict[int, dasm_gen.ExpectedMethod] = {}
-    for row in result.table.rows:
-        if row.context in wanted and row.context not in expected:
-            expected[row.context] = dasm_gen.ExpectedMethod(row.method_name, row.tier)
+    for context, method, tier in zip(rows.context, rows.method_name, rows.tier):
+        if context in wanted and context not in expected:
+            expected[context] = dasm_gen.ExpectedMethod(method, tier)
     setup = dasm_gen.ListingSetup(superpmi=job.superpmi, core_root=job.core_root, mch=result.mch,
                                   host_arch=job.settings.arch, target_arch=job.settings.target_arch,
                                   altjit=job.options.altjit, forced=job.jit_options.forced, env=env,
                                   scratch_dir=work / f"listings{extension}", timeout=job.options.timeout,
                                   extension=extension)
-    base_sizes = {row.context: int(row.base(details.CODE_BYTES)) for row in result.table.rows
-                  if row.context in wanted}
+    base_sizes = {context: int(size) for context, size in zip(rows.context, result.table.base_column(details.CODE_BYTES))
+                  if context in wanted}
     sides = [dasm_gen.JitSide("base", job.base_jit, job.jit_options.side("base"), out_dir / "base",
                               strict_names=False, sizes=base_sizes),
              dasm_gen.JitSide("diff", job.diff_jit, job.jit_options.side("diff"), out_dir / "diff")]

@@ -1,10 +1,14 @@
 """superpmi's details CSV (`-details`, docs/contracts.md §3.2 and §13).
 
 `parse_details` turns the CSV text into a `DetailsTable`; `read_details_csv`
-does the same for a file. Columns are found by name, metric columns are
-discovered from the header, and older layouts are read tolerantly. Parsing is
-column-wise (one C-level conversion per column) so that 50,000 rows of 70
-metrics read in a fraction of a second.
+does the same for a file; `stream_details[_csv]` hands the rows on a few
+thousand at a time. Columns are found by name, metric columns are discovered
+from the header, and older layouts are read tolerantly.
+
+How it reads: `csv.reader` gives the records; a few thousand at a time, the
+wanted fields are picked (`itemgetter`), turned into columns (`zip`), and each
+column is converted at once (`map` into an `array`), a per-value loop only for
+the rare column that is neither all integers nor all dotted numbers.
 
 Also here: the direction of each metric (lower/higher is better), shared by
 asmdiffs, tpdiff and memdiff.
@@ -13,14 +17,12 @@ from __future__ import annotations
 
 import csv
 import gc
-import io
 import os
 import sys
 from array import array
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import chain, compress, islice, repeat
-from operator import itemgetter, ne, not_
+from operator import itemgetter
 from typing import (
     Callable,
     Dict,
@@ -31,24 +33,12 @@ from typing import (
     Optional,
     Protocol,
     Sequence,
-    TextIO,
     Tuple,
     TypeVar,
     Union,
 )
 
 from spmi.base.errors import SuiteError
-
-
-class _CsvReader(Protocol):
-    """What `csv.reader` returns, as far as this module uses it."""
-
-    line_num: int
-
-    def __iter__(self) -> Iterator[List[str]]: ...
-
-    def __next__(self) -> List[str]: ...
-
 
 Number = Union[int, float]
 _T = TypeVar("_T")
@@ -207,6 +197,15 @@ class DetailsTable:
                 for position, values in enumerate(zip(
                     c.context, c.context_size, c.method_name, c.tier, c.base_result, c.diff_result, c.minopts,
                     c.has_diff, c.base_instructions, c.diff_instructions, c.line))]
+
+    def row(self, position: int) -> DetailsRow:
+        """The row at `position`, made on its own (for a few rows of a big table; `rows` makes all)."""
+        c = self.columns
+        index = {name: i for i, name in enumerate(self.metric_names)}
+        return DetailsRow(c.context[position], c.context_size[position], c.method_name[position], c.tier[position],
+                          c.base_result[position], c.diff_result[position], c.minopts[position],
+                          c.has_diff[position], c.base_instructions[position], c.diff_instructions[position],
+                          c.line[position], position, self.base_columns, self.diff_columns, index)
 
     def has_metric(self, name: str) -> bool:
         return name in self.metric_names
@@ -392,177 +391,162 @@ def _apply_legacy_size_name(layout: _Layout) -> None:
             return
 
 
-# ---------------------------------------------------------------- conversions
+# ---------------------------------------------------------------- converting a column
 
 class _BadValue(Exception):
+    """A text that does not convert, at `position` in its column."""
+
     def __init__(self, position: int, text: str) -> None:
         super().__init__(text)
         self.position = position
         self.text = text
 
 
-def _to_number(text: str) -> Number:
+def _converted(convert: Callable[[str], _T], texts: Sequence[str]) -> List[_T]:
+    """`convert` of every text; `_BadValue` names the first text it refuses."""
+    try:
+        return list(map(convert, texts))
+    except (ValueError, KeyError):
+        for position, text in enumerate(texts):
+            try:
+                convert(text)
+            except (ValueError, KeyError):
+                raise _BadValue(position, text) from None
+        raise
+
+
+def _number(text: str) -> Number:
+    """A metric's text: float when it has a '.', else int (§3.2.6); empty is 0; `inf`, `nan`, `1e5` are floats."""
+    if not text:
+        return 0
     if "." in text:
         return float(text)
     try:
         return int(text)
     except ValueError:
-        return float(text)  # tolerate `inf`, `nan`, `1e5`
+        return float(text)
 
 
-def _slow_numbers(values: Sequence[str]) -> List[Number]:
-    result: List[Number] = []
-    for position, text in enumerate(values):
-        try:
-            result.append(_to_number(text) if text else 0)
-        except ValueError:
-            raise _BadValue(position, text) from None
-    return result
-
-
-def _convert_ints(values: Sequence[str]) -> List[int]:
-    if values.count("0") == len(values):
-        return [0] * len(values)
-    try:
-        return list(map(int, values))
-    except ValueError:
-        for position, text in enumerate(values):
-            try:
-                int(text)
-            except ValueError:
-                raise _BadValue(position, text) from None
-        raise
-
-
-def _convert_bools(values: Sequence[str]) -> List[bool]:
-    try:
-        return list(map(_BOOLS.__getitem__, values))
-    except KeyError:
-        for position, text in enumerate(values):
-            if text not in _BOOLS:
-                raise _BadValue(position, text) from None
-        raise
-
-
-def _check_results(values: Sequence[str]) -> Sequence[str]:
-    if set(values).issubset(RESULTS):
-        return values
-    for position, text in enumerate(values):
-        if text not in RESULTS:
-            raise _BadValue(position, text)
-    return values
-
-
-def _fast_ints(texts: Sequence[str]) -> Iterable[int]:
-    """int() of every text; columns of a few distinct values (most metrics) go through a dict."""
+def _metric_column(texts: Sequence[str]) -> Sequence[Number]:
+    """A metric column: `array('q')` when every text is an int, `array('d')` when every text is
+    dotted (8 bytes a value either way), else a list of `_number`s (mixed, or beyond 64 bits)."""
+    if texts.count("0") == len(texts):  # most metrics are 0 for most methods
+        return array("q", bytes(8 * len(texts)))
     distinct = set(texts)
-    if len(distinct) * 4 <= len(texts):
-        values = {text: int(text) for text in distinct}
-        return map(values.__getitem__, texts)
-    return map(int, texts)
-
-
-def _all_dotted(texts: Sequence[str]) -> bool:
-    """Every text has a '.' (assuming none has two: a float has at most one, and the
-    texts are converted with float() right after)."""
-    return "".join(texts).count(".") == len(texts)
-
-
-#: A converted chunk of a metric column: (storage kind, values). Kind "q" (ints) and "d"
-#: (floats) are `array` type codes; "" is a plain list (mixed, or too large for 64 bits).
-_Chunk = Tuple[str, Sequence[Number]]
-
-
-def _convert_metric_chunk(kind: str, empty: bool, texts: Sequence[str]) -> _Chunk:
-    """Texts of a metric column → values, for a column stored as `kind` so far.
-
-    A column starts as ints; it becomes floats when its first chunk is all dotted
-    numbers, and a plain list as soon as a chunk does not fit its kind.
-    """
-    if kind == "q":
-        if texts.count("0") == len(texts):  # most metrics are 0 for most methods
-            return "q", array("q", bytes(8 * len(texts)))
+    try:  # a column of a few distinct texts (most metrics) converts each of them once
+        ints = map({text: int(text) for text in distinct}.__getitem__, texts) if len(distinct) * 2 <= len(texts) \
+            else map(int, texts)
+        return array("q", list(ints))
+    except (ValueError, OverflowError):
+        pass
+    if "".join(texts).count(".") == len(texts):  # a '.' in each (a float has at most one)
         try:
-            return "q", array("q", list(_fast_ints(texts)))  # a new array: all or nothing
-        except (ValueError, OverflowError):
-            pass
-        if empty and _all_dotted(texts):
-            kind = "d"
-    if kind == "d" and _all_dotted(texts):
-        try:
-            return "d", array("d", map(float, texts))
+            return array("d", list(map(float, texts)))
         except ValueError:
             pass
-    return "", _slow_numbers(texts)
+    return _converted(_number, texts)
 
 
-def _patched_chunk(chunk: _Chunk, base_texts: Sequence[str], diff_texts: Sequence[str]) -> Optional[_Chunk]:
-    """What `diff_texts` convert to, from `chunk` (what `base_texts` converted to in a column in
-    the same state): the same values where the texts are equal, so that only the texts that
-    differ are converted. None when many differ or one does not fit the chunk's kind."""
-    if diff_texts == base_texts:
-        return chunk  # most metrics are the same on both sides
-    kind, values = chunk
-    if not kind:
-        return None
-    changed = list(compress(range(len(diff_texts)), map(ne, base_texts, diff_texts)))
-    if len(changed) * 4 > len(diff_texts):
-        return None
-    patched = array(kind, values)
-    convert = int if kind == "q" else float
-    try:
-        for position in changed:
-            text = diff_texts[position]
-            if kind == "d" and "." not in text:
-                return None
-            patched[position] = convert(text)
-    except (ValueError, OverflowError):
-        return None
-    return kind, patched
+_RESULT_TEXTS = {result: result for result in RESULTS}
+
+#: The fixed columns, in the order their values are checked, and how each text converts.
+_FIXED: Dict[str, Callable[[str], object]] = {
+    _CONTEXT: int, _CONTEXT_SIZE: int, _METHOD: str, _TIER: str, _MINOPTS: _BOOLS.__getitem__,
+    _HAS_DIFF: _BOOLS.__getitem__, _RESULT: _RESULT_TEXTS.__getitem__, _INSTRUCTIONS: int,
+    _BASE_RESULT: _RESULT_TEXTS.__getitem__, _DIFF_RESULT: _RESULT_TEXTS.__getitem__,
+    _BASE_INSTRUCTIONS: int, _DIFF_INSTRUCTIONS: int,
+}
 
 
-class _MetricColumn:
-    """Values of one metric column: `array('q')` for ints, `array('d')` for floats
-    (8 bytes a value), a plain list for the rare mixed or huge column."""
+# ---------------------------------------------------------------- which fields, into which columns
 
-    def __init__(self) -> None:
-        self.values: Union["array[int]", "array[float]", List[Number]] = array("q")
-        self.total = 0  # values ever added (`take` empties `values`, not the history)
+@dataclass
+class _Plan:
+    """What is read of each record: the fixed columns and the kept metrics' base and diff fields."""
+
+    source: str
+    layout: _Layout
+    labels: List[str]                      # the header's names (stripped), by field
+    fixed: Dict[str, int]                  # fixed column -> field, in `_FIXED` order
+    metrics: List[Tuple[str, int, int]]    # (metric, base field, diff field), in header order
+    fields: List[int]                      # the kept fields, ascending
 
     @property
-    def state(self) -> Tuple[str, bool]:
-        """What converting the next chunk depends on: the storage kind and whether nothing was added yet."""
-        values = self.values
-        return (values.typecode if isinstance(values, array) else ""), self.total == 0
+    def width(self) -> int:
+        return len(self.labels)
 
-    def take(self) -> Union["array[int]", "array[float]", List[Number]]:
-        """The values added since the last `take`; the column keeps its kind."""
-        values = self.values
-        self.values = array(values.typecode) if isinstance(values, array) else []
-        return values
-
-    def extend(self, texts: Sequence[str]) -> _Chunk:
-        chunk = _convert_metric_chunk(*self.state, texts)
-        self.append(chunk)
-        return chunk
-
-    def append(self, chunk: _Chunk) -> None:
-        kind, values = chunk
-        if not kind and isinstance(self.values, array):
-            self.values = list(self.values)
-        elif kind == "d" and self.values.typecode == "q":  # type: ignore[union-attr]
-            self.values = array("d")  # only while still empty
-        self.values.extend(values)  # type: ignore[arg-type]
-        self.total += len(values)
+    def picker(self) -> Optional[Callable[[List[str]], Sequence[str]]]:
+        """What takes the kept fields out of a record; None when all of them are kept."""
+        return None if len(self.fields) == self.width else itemgetter(*self.fields)  # 3 fields at least
 
 
-# ---------------------------------------------------------------- parsing
+def _plan(header: Sequence[str], source: str, metrics: Optional[Iterable[str]]) -> _Plan:
+    layout = _discover_layout(header, source)
+    wanted = set(layout.metrics) if metrics is None else set(metrics) | {CODE_BYTES, PERFSCORE}
+    fixed = {name: layout.columns[name] for name in _FIXED if name in layout.columns}
+    kept = [(name, base, diff) for name, base, diff in zip(layout.metrics, layout.base_metric_cols,
+                                                           layout.diff_metric_cols) if name in wanted]
+    fields = sorted({*fixed.values(), *(f for _, base, diff in kept for f in (base, diff))})
+    return _Plan(source, layout, [name.strip() for name in header], fixed, kept, fields)
+
+
+def _chunk_table(plan: _Plan, records: List[Sequence[str]], lines: List[int]) -> DetailsTable:
+    """The kept fields of some records (`lines`: where each ends in the file) as a table."""
+    texts = dict(zip(plan.fields, zip(*records)))
+
+    def checked(field: int, convert: Callable[[Sequence[str]], _T]) -> _T:
+        try:
+            return convert(texts[field])
+        except _BadValue as bad:
+            raise DetailsError(f"{plan.source}: line {lines[bad.position]}, column '{plan.labels[field]}': "
+                               f"bad value '{bad.text}'") from None
+
+    fixed = {name: checked(index, lambda column, f=_FIXED[name]: _converted(f, column))  # type: ignore[misc]
+             for name, index in plan.fixed.items()}
+    names: List[str] = []
+    base: List[Sequence[Number]] = []
+    diff: List[Sequence[Number]] = []
+    for name, base_field, diff_field in plan.metrics:
+        names.append(name)
+        base.append(checked(base_field, _metric_column))
+        same = texts[diff_field] == texts[base_field]  # most metrics are the same on both sides
+        diff.append(base[-1] if same else checked(diff_field, _metric_column))
+    return _table(plan, fixed, names, base, diff, lines)
+
+
+def _table(plan: _Plan, fixed: Mapping[str, Sequence], names: List[str],  # type: ignore[type-arg]
+           base: List[Sequence[Number]], diff: List[Sequence[Number]], lines: List[int]) -> DetailsTable:
+    count = len(lines)
+    synthesized: List[str] = []
+    for name, zero in ((CODE_BYTES, array("q", [0])), (PERFSCORE, array("d", [0.0]))):
+        if name not in names:  # older layouts (§13)
+            names.append(name)
+            base.append(zero * count)
+            diff.append(base[-1])
+            synthesized.append(name)
+
+    def column(name: str, default: object) -> Sequence:  # type: ignore[type-arg]
+        return fixed[name] if name in fixed else [default] * count
+
+    if plan.layout.is_diff:
+        base_results, diff_results = column(_BASE_RESULT, ""), column(_DIFF_RESULT, "")
+        has_diff = column(_HAS_DIFF, False)
+        base_instr, diff_instr = column(_BASE_INSTRUCTIONS, 0), column(_DIFF_INSTRUCTIONS, 0)
+    else:
+        base_results = diff_results = column(_RESULT, "")
+        has_diff = [False] * count
+        base_instr = diff_instr = column(_INSTRUCTIONS, 0)
+    columns = DetailsColumns(column(_CONTEXT, 0), column(_CONTEXT_SIZE, 0), column(_METHOD, ""), column(_TIER, ""),
+                             base_results, diff_results, column(_MINOPTS, False), has_diff, base_instr, diff_instr,
+                             lines)
+    return DetailsTable(plan.source, tuple(names), columns, plan.layout.is_diff, tuple(synthesized),
+                        tuple(plan.layout.metrics), base, diff)
+
+
+# ---------------------------------------------------------------- reading
 
 TextOrLines = Union[str, Iterable[str]]
-_CHUNK_ROWS = 4096       # lines (or, through the csv module, rows) converted at a time
-_BLOCK_CHARS = 1 << 20   # characters read from a file at a time
-#: Stands for a quoted field while a block of lines is split at commas (never in a real CSV).
-_MARK = "\x00"
+_CHUNK_ROWS = 4096  # records converted (and handed on) at a time
 
 
 def parse_details(text_or_lines: TextOrLines, source: str = "<details CSV>",
@@ -573,13 +557,16 @@ def parse_details(text_or_lines: TextOrLines, source: str = "<details CSV>",
     columns are converted, which is what makes big files fast.
     `ActualCodeBytes` and `PerfScore` are always present (0 when absent, §13).
     """
-    lines = iter(text_or_lines.splitlines(keepends=True) if isinstance(text_or_lines, str) else text_or_lines)
-    return _parse(lines, _LineBlocks(lines), source, metrics)
+    parts: List[DetailsTable] = []
+    stream_details(text_or_lines, parts.append, source, metrics)
+    return concatenate(parts)
 
 
 def read_details_csv(path: Union[str, "os.PathLike[str]"], metrics: Optional[Iterable[str]] = None) -> DetailsTable:
     """Read a details CSV file; a missing, empty or malformed file raises `DetailsError`."""
-    return _open_details(path, lambda handle, source: _parse(handle, _FileBlocks(handle), source, metrics))
+    parts: List[DetailsTable] = []
+    stream_details_csv(path, parts.append, metrics)
+    return concatenate(parts)
 
 
 def stream_details_csv(path: Union[str, "os.PathLike[str]"], consumer: Callable[[DetailsTable], None],
@@ -590,22 +577,10 @@ def stream_details_csv(path: Union[str, "os.PathLike[str]"], consumer: Callable[
     the file. Errors as `read_details_csv` (a malformed line may come after some tables
     were handed on); values are exactly those `read_details_csv` gives.
     """
-    return _open_details(path, lambda handle, source: _stream(handle, _FileBlocks(handle), source, metrics,
-                                                              consumer))
-
-
-def stream_details(text_or_lines: TextOrLines, consumer: Callable[[DetailsTable], None],
-                   source: str = "<details CSV>", metrics: Optional[Iterable[str]] = None) -> int:
-    """`stream_details_csv` for CSV text (or its lines)."""
-    lines = iter(text_or_lines.splitlines(keepends=True) if isinstance(text_or_lines, str) else text_or_lines)
-    return _stream(lines, _LineBlocks(lines), source, metrics, consumer)
-
-
-def _open_details(path: Union[str, "os.PathLike[str]"], parse: Callable[[TextIO, str], _T]) -> _T:
     source = os.fspath(path)
     try:
         with open(path, "r", encoding="utf-8", errors="replace", newline="") as handle:
-            return parse(handle, source)
+            return _stream(handle, source, metrics, consumer)
     except FileNotFoundError:
         raise DetailsError(f"{source}: details CSV not found (did superpmi run?)", kind="missing") from None
     except IsADirectoryError:
@@ -614,31 +589,32 @@ def _open_details(path: Union[str, "os.PathLike[str]"], parse: Callable[[TextIO,
         raise DetailsError(f"{source}: cannot read the details CSV: {exc.strerror}", kind="missing") from None
 
 
-def _builder_for(lines: Iterator[str], source: str, metrics: Optional[Iterable[str]]) -> Tuple["_TableBuilder", int]:
-    """The builder for the header read from `lines`, and the line the header ends at."""
-    header, header_end = _read_header(lines, source)
-    layout = _discover_layout(header, source)
-    return _TableBuilder(header, layout, _wanted_metrics(layout, metrics), source), header_end
+def stream_details(text_or_lines: TextOrLines, consumer: Callable[[DetailsTable], None],
+                   source: str = "<details CSV>", metrics: Optional[Iterable[str]] = None) -> int:
+    """`stream_details_csv` for CSV text (or its lines)."""
+    lines = text_or_lines.splitlines(keepends=True) if isinstance(text_or_lines, str) else text_or_lines
+    return _stream(lines, source, metrics, consumer)
 
 
-def _parse(lines: Iterator[str], blocks: "_Blocks", source: str, metrics: Optional[Iterable[str]]) -> DetailsTable:
-    """The header from `lines`, then the rows from `blocks` (the rest of the same input)."""
-    builder, header_end = _builder_for(lines, source, metrics)
-    with _gc_paused():  # many small acyclic objects: collection passes would only cost time
-        _read_rows(blocks, header_end, builder)
-        if builder.count == 0:
-            raise DetailsError(f"{source}: the file has a header but no rows", kind="empty")
-        return builder.finish()
-
-
-def _stream(lines: Iterator[str], blocks: "_Blocks", source: str, metrics: Optional[Iterable[str]],
+def _stream(lines: Iterable[str], source: str, metrics: Optional[Iterable[str]],
             consumer: Callable[[DetailsTable], None]) -> int:
-    builder, header_end = _builder_for(lines, source, metrics)
-    builder.consumer = consumer
-    _read_rows(blocks, header_end, builder)
-    if builder.total == 0:
+    tracker = _LineTracker(lines)
+    reader = csv.reader(tracker, strict=True)
+    try:
+        header = next(filter(None, reader), None)  # the first record that is not a blank line
+    except csv.Error as exc:
+        raise DetailsError(f"{source}: line {reader.line_num}: malformed CSV ({exc})") from None
+    if header is None:
+        raise DetailsError(f"{source}: the file is empty (no header, no rows)", kind="empty")
+    plan = _plan(header, source, metrics)
+    rows = 0
+    with _gc_paused():  # many small acyclic objects: collection passes would only cost time
+        for records, line_numbers in _chunks(reader, tracker, plan):
+            rows += len(line_numbers)
+            consumer(_chunk_table(plan, records, line_numbers))
+    if not rows:
         raise DetailsError(f"{source}: the file has a header but no rows", kind="empty")
-    return builder.total
+    return rows
 
 
 @contextmanager
@@ -650,6 +626,16 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+class _CsvReader(Protocol):
+    """What `csv.reader` returns, as far as this module uses it."""
+
+    line_num: int
+
+    def __iter__(self) -> Iterator[List[str]]: ...
+
+    def __next__(self) -> List[str]: ...
 
 
 class _LineTracker:
@@ -667,193 +653,13 @@ class _LineTracker:
         return self.last
 
 
-def _read_header(lines: Iterator[str], source: str) -> Tuple[List[str], int]:
-    """The first non-blank record and the number of lines it took (the csv reader
-    takes lines from `lines` only as it needs them)."""
-    reader = csv.reader(lines, strict=True)
-    try:
-        for record in reader:
-            if record:
-                return record, reader.line_num
-    except csv.Error as exc:
-        raise DetailsError(f"{source}: line {reader.line_num}: malformed CSV ({exc})") from None
-    raise DetailsError(f"{source}: the file is empty (no header, no rows)", kind="empty")
-
-
-def _wanted_metrics(layout: _Layout, metrics: Optional[Iterable[str]]) -> List[str]:
-    if metrics is None:
-        return list(layout.metrics)
-    requested = set(metrics) | {CODE_BYTES, PERFSCORE}
-    return [name for name in layout.metrics if name in requested]
-
-
-# ---------------------------------------------------------------- blocks of lines
-
-class _LineBlocks:
-    """Lines, `_CHUNK_ROWS` at a time, as one text; None for a block in which a line does
-    not end with its only "\n" (the csv module must then see the lines as they are)."""
-
-    def __init__(self, lines: Iterator[str]) -> None:
-        self._lines = lines
-        self._pending: List[str] = []
-
-    def __iter__(self) -> Iterator[Optional[str]]:
-        while True:
-            self._pending = list(islice(self._lines, _CHUNK_ROWS))
-            if not self._pending:
-                return
-            text = "".join(self._pending)
-            whole_lines = text.count("\n") == len(self._pending) and \
-                all(map(str.endswith, self._pending, repeat("\n")))
-            yield text if whole_lines else None
-
-    def rest(self) -> Iterator[str]:
-        """The lines of the last block and all lines after it."""
-        return chain(self._pending, self._lines)
-
-
-class _FileBlocks:
-    """The rest of a file opened with newline="", `_CHUNK_ROWS` lines (cut after "\n") at a
-    time, read `_BLOCK_CHARS` at a time (the last block may lack its line end)."""
-
-    def __init__(self, handle: TextIO) -> None:
-        self._handle = handle
-        self._block = ""
-        self._carry = ""
-
-    def __iter__(self) -> Iterator[Optional[str]]:
-        while True:
-            cut = _end_of_lines(self._carry, _CHUNK_ROWS)
-            if cut < 0:
-                piece = self._handle.read(_BLOCK_CHARS)
-                if piece:
-                    self._carry += piece
-                    continue
-                cut = len(self._carry)
-                if not cut:
-                    return
-            self._block, self._carry = self._carry[:cut], self._carry[cut:]
-            yield self._block
-
-    def rest(self) -> Iterator[str]:
-        """The lines of the last block and all lines after it, as reading the file gives them."""
-        return iter(io.StringIO(self._block + self._carry + self._handle.read(), newline=""))
-
-
-def _end_of_lines(text: str, count: int) -> int:
-    """The index just after the `count`-th "\n" in `text`; -1 when it has fewer."""
-    surplus = text.count("\n") - count
-    if surplus < 0:
-        return -1
-    if surplus < count:  # fewer line ends to step over from the end than from the start
-        position = len(text)
-        for _ in range(surplus + 1):
-            position = text.rfind("\n", 0, position)
-        return position + 1
-    position = -1
-    for _ in range(count):
-        position = text.find("\n", position + 1)
-    return position + 1
-
-
-_Blocks = Union[_LineBlocks, _FileBlocks]
-
-
-def _read_rows(blocks: _Blocks, line_number: int, builder: "_TableBuilder") -> None:
-    """The rows after the header (which ends at line `line_number`), a block at a time.
-
-    Plain blocks are split at commas directly; from the first block that is not plain on,
-    the csv module reads the rest.
+def _chunks(reader: "_CsvReader", lines: _LineTracker, plan: _Plan) -> Iterator[Tuple[List[Sequence[str]], List[int]]]:
+    """The kept fields of the records after the header, `_CHUNK_ROWS` at a time, with the line
+    each ends at. Blank lines are skipped; a short last row without a line end (the writer
+    died mid-line) is ignored; any other row of the wrong width is an error.
     """
-    for block in blocks:
-        split = _split_plain_block(block, builder.width, builder.indices) if block is not None else None
-        if split is None:
-            _read_csv_rows(blocks.rest(), line_number, builder)
-            return
-        columns, rows = split
-        builder.add(columns, range(line_number + 1, line_number + 1 + rows))
-        line_number += rows
-
-
-def _split_plain_block(text: str, width: int, indices: Sequence[int]) -> Optional[Tuple[List[Sequence[str]], int]]:
-    """(the fields at `indices` column by column, the number of lines) of a block of whole
-    lines; None unless the block is plain.
-
-    Plain: every line ends with "\n" or "\r\n" and has `width` fields; no field holds a line
-    end, NUL, or more characters than the csv module's limit; quoted fields fill the same
-    columns on every line. For such lines, splitting at commas (and quotes) gives exactly
-    the fields the csv module reads.
-    """
-    if not text.endswith("\n") or _MARK in text:
-        return None
-    if "\r" in text:
-        text = text.replace("\r\n", "\n")
-        if "\r" in text:
-            return None
-    rows = text.count("\n")
-    parts = text.split('"')
-    if len(parts) % 2 == 0:
-        return None
-    _join_doubled_quotes(parts)
-    quoted = parts[1::2]
-    if quoted:
-        text = _MARK.join(parts[0::2])
-        if text.count("\n") != rows:
-            return None  # a quoted field holds a line end
-    lines = text[:-1].split("\n")
-    limit = csv.field_size_limit()
-    if max(map(len, lines)) > limit or (quoted and max(map(len, quoted)) > limit):
-        return None
-    if set(map(str.count, lines, repeat(","))) != {width - 1}:
-        return None
-    marked = [column for column, cell in enumerate(lines[0].split(",")) if cell == _MARK] if quoted else []
-    columns = _split_columns(lines, width, [*indices, *marked])
-    if quoted:
-        if not marked or len(quoted) != rows * len(marked) or \
-                any(columns[column].count(_MARK) != rows for column in marked):
-            return None  # e.g. `"a""b"`, `"a"b` or quotes elsewhere: for the csv module
-        for position, column in enumerate(marked):  # each cell there was one quoted field
-            columns[column] = quoted[position::len(marked)]
-    return [columns[index] for index in indices], rows
-
-
-def _join_doubled_quotes(parts: List[str]) -> None:
-    """Pieces of `text.split('"')` → unquoted (even) and quoted (odd) pieces, in place.
-
-    An empty even piece between two quoted pieces is a doubled quote inside a field
-    (`"a""b"`): the two quoted pieces become one with a quote between them.
-    """
-    if not parts[2:-1:2].count(""):
-        return
-    for index in reversed(list(compress(range(2, len(parts) - 1, 2), map(not_, parts[2:-1:2])))):
-        parts[index - 1] += '"' + parts[index + 1]
-        del parts[index:index + 2]
-
-
-def _split_columns(lines: List[str], width: int, wanted: Iterable[int]) -> Dict[int, Sequence[str]]:
-    """Column → cells, for the `wanted` columns of lines that all have `width` comma-separated
-    fields (splitting all lines at once is faster than splitting each only as far as needed)."""
-    cells = ",".join(lines).split(",")
-    return {column: cells[column::width] for column in wanted}
-
-
-def _read_csv_rows(lines: Iterable[str], line_number: int, builder: "_TableBuilder") -> None:
-    """The remaining rows through the csv module; `line_number` lines came before `lines`."""
-    tracker = _LineTracker(lines)
-    reader = csv.reader(tracker, strict=True)
-    for records, line_numbers in _read_chunks(reader, builder.getter, builder.width, tracker, builder.source,
-                                              line_number):
-        builder.add(list(zip(*records)), line_numbers)
-
-
-def _read_chunks(reader: "_CsvReader", getter: Callable[[List[str]], Tuple[str, ...]], width: int,
-                 lines: _LineTracker, source: str,
-                 offset: int) -> Iterator[Tuple[List[Tuple[str, ...]], List[int]]]:
-    """Kept fields of the rows, a few thousand at a time; line numbers count from `offset`.
-
-    A short last row without a line end (the writer died mid-line) is ignored.
-    """
-    records: List[Tuple[str, ...]] = []
+    pick, width = plan.picker(), plan.width
+    records: List[Sequence[str]] = []
     line_numbers: List[int] = []
     ragged: Optional[Tuple[int, int]] = None
     try:
@@ -865,156 +671,19 @@ def _read_chunks(reader: "_CsvReader", getter: Callable[[List[str]], Tuple[str, 
             if len(record) != width:
                 ragged = (reader.line_num, len(record))
                 continue
-            records.append(getter(record))
-            line_numbers.append(offset + reader.line_num)
+            records.append(record if pick is None else pick(record))
+            line_numbers.append(reader.line_num)
             if len(records) == _CHUNK_ROWS:
                 yield records, line_numbers
                 records, line_numbers = [], []
     except csv.Error as exc:
-        raise DetailsError(f"{source}: line {offset + reader.line_num}: malformed CSV ({exc})") from None
+        raise DetailsError(f"{plan.source}: line {reader.line_num}: malformed CSV ({exc})") from None
     if ragged is not None:
         truncated_tail = ragged[0] == reader.line_num and not lines.last.endswith(("\n", "\r"))
         if not truncated_tail:
-            raise DetailsError(f"{source}: line {offset + ragged[0]} has {ragged[1]} fields, the header has {width}")
+            raise DetailsError(f"{plan.source}: line {ragged[0]} has {ragged[1]} fields, the header has {width}")
     if records:
         yield records, line_numbers
-
-
-_FIXED_COLUMNS = (_CONTEXT, _CONTEXT_SIZE, _METHOD, _TIER, _MINOPTS, _HAS_DIFF, _RESULT, _INSTRUCTIONS,
-                  _BASE_RESULT, _DIFF_RESULT, _BASE_INSTRUCTIONS, _DIFF_INSTRUCTIONS)
-
-
-class _TableBuilder:
-    """Collects converted columns chunk by chunk, then makes the table."""
-
-    def __init__(self, header: Sequence[str], layout: _Layout, wanted: List[str], source: str) -> None:
-        self.header = [name.strip() for name in header]
-        self.width = len(header)
-        self.layout = layout
-        self.wanted = wanted
-        self.source = source
-        self.count = 0
-        self.metric_cols = [self._metric_cols(name) for name in wanted]
-        self.indices: List[int] = []  # the kept columns, in the order `add` gets them
-        self.slot: Dict[int, int] = {}
-        for column in [layout.columns[name] for name in _FIXED_COLUMNS if name in layout.columns] + \
-                [col for cols in self.metric_cols for col in cols]:
-            if column not in self.slot:
-                self.slot[column] = len(self.indices)
-                self.indices.append(column)
-        self.getter = itemgetter(*self.indices)  # at least Context, Context size and MinOpts
-        self.fixed: Dict[str, List[object]] = {name: [] for name in _FIXED_COLUMNS if name in layout.columns}
-        self.line_numbers: List[int] = []
-        self.total = 0  # rows ever added
-        self.consumer: Optional[Callable[[DetailsTable], None]] = None  # set: hand on each chunk as a table
-        self.base = [_MetricColumn() for _ in wanted]
-        self.diff = [_MetricColumn() for _ in wanted] if layout.is_diff else self.base
-        self.same_texts = [True] * len(wanted)  # base and diff texts equal so far (per metric)
-
-    def _metric_cols(self, name: str) -> Tuple[int, int]:
-        position = self.layout.metrics.index(name)
-        return self.layout.base_metric_cols[position], self.layout.diff_metric_cols[position]
-
-    def add(self, columns: Sequence[Sequence[str]], line_numbers: Sequence[int]) -> None:
-        """One chunk of rows: `columns[i]` holds the texts of column `indices[i]`."""
-        for name, values in self.fixed.items():
-            texts = columns[self.slot[self.layout.columns[name]]]
-            values.extend(self._checked(name, line_numbers, _FIXED_CONVERTERS[name], texts))
-        for position in range(len(self.wanted)):
-            self._add_metric(position, columns, line_numbers)
-        self.line_numbers.extend(line_numbers)
-        self.count += len(line_numbers)
-        self.total += len(line_numbers)
-        if self.consumer is not None:
-            self.consumer(self.take())
-
-    def take(self) -> DetailsTable:
-        """The rows added since the last `take` as a table; the builder starts over empty
-        (keeping what the conversion of later chunks depends on)."""
-        table = self._table([column.take() for column in self.base],
-                            [column.take() for column in self.diff] if self.layout.is_diff else None)
-        self.fixed = {name: [] for name in self.fixed}
-        self.line_numbers = []
-        self.count = 0
-        self.same_texts = [True] * len(self.wanted)
-        return table
-
-    def _add_metric(self, position: int, columns: Sequence[Sequence[str]], line_numbers: Sequence[int]) -> None:
-        base_col, diff_col = self.metric_cols[position]
-        base, diff = self.base[position], self.diff[position]
-        state = base.state
-        base_texts = columns[self.slot[base_col]]
-        chunk = self._checked(self.header[base_col], line_numbers, base.extend, base_texts)
-        if not self.layout.is_diff:
-            return
-        diff_texts = columns[self.slot[diff_col]]
-        patched = _patched_chunk(chunk, base_texts, diff_texts) if diff.state == state else None
-        if patched is not chunk:
-            self.same_texts[position] = False
-        if patched is not None:
-            diff.append(patched)
-        else:
-            self._checked(self.header[diff_col], line_numbers, diff.extend, diff_texts)
-
-    def _checked(self, label: str, line_numbers: Sequence[int], convert: Callable[[Sequence[str]], _T],
-                 texts: Sequence[str]) -> _T:
-        try:
-            return convert(texts)
-        except _BadValue as bad:
-            raise DetailsError(f"{self.source}: line {line_numbers[bad.position]}, column '{label}': "
-                               f"bad value '{bad.text}'") from None
-
-    def finish(self) -> DetailsTable:
-        return self._table([column_.values for column_ in self.base],
-                           [column_.values for column_ in self.diff] if self.layout.is_diff else None)
-
-    def _table(self, base_values: List[Sequence[Number]], diff_values: Optional[List[Sequence[Number]]]) -> DetailsTable:
-        metric_names = list(self.wanted)
-        base_columns = base_values
-        diff_columns = base_columns
-        if diff_values is not None:  # a diff column read from the same texts as its base column is that column
-            diff_columns = [base if same else diff
-                            for base, diff, same in zip(base_values, diff_values, self.same_texts)]
-        synthesized: List[str] = []
-        for name, zeros in ((CODE_BYTES, array("q", [0])), (PERFSCORE, array("d", [0.0]))):
-            if name not in metric_names:
-                metric_names.append(name)
-                base_columns.append(zeros * self.count)
-                if self.layout.is_diff:
-                    diff_columns.append(base_columns[-1])
-                synthesized.append(name)
-        return DetailsTable(self.source, tuple(metric_names), self._row_columns(), self.layout.is_diff,
-                            tuple(synthesized), tuple(self.layout.metrics), base_columns, diff_columns)
-
-    def _row_columns(self) -> DetailsColumns:
-        fixed, count = self.fixed, self.count
-
-        def column(name: str, default: object) -> Sequence:  # type: ignore[type-arg]
-            return fixed[name] if name in fixed else (default,) * count
-
-        if self.layout.is_diff:
-            base_results, diff_results = column(_BASE_RESULT, ""), column(_DIFF_RESULT, "")
-            has_diff = column(_HAS_DIFF, False)
-            base_instr, diff_instr = column(_BASE_INSTRUCTIONS, 0), column(_DIFF_INSTRUCTIONS, 0)
-        else:
-            base_results = diff_results = column(_RESULT, "")
-            has_diff = (False,) * count
-            base_instr = diff_instr = column(_INSTRUCTIONS, 0)
-        return DetailsColumns(column(_CONTEXT, 0), column(_CONTEXT_SIZE, 0), column(_METHOD, ""),
-                              column(_TIER, ""), base_results, diff_results, column(_MINOPTS, False), has_diff,
-                              base_instr, diff_instr, self.line_numbers)
-
-
-def _text(values: Sequence[str]) -> Sequence[str]:
-    return values
-
-
-_FIXED_CONVERTERS: Dict[str, Callable[[Sequence[str]], Sequence]] = {  # type: ignore[type-arg]
-    _CONTEXT: _convert_ints, _CONTEXT_SIZE: _convert_ints, _METHOD: _text, _TIER: _text,
-    _MINOPTS: _convert_bools, _HAS_DIFF: _convert_bools, _RESULT: _check_results,
-    _INSTRUCTIONS: _convert_ints, _BASE_RESULT: _check_results, _DIFF_RESULT: _check_results,
-    _BASE_INSTRUCTIONS: _convert_ints, _DIFF_INSTRUCTIONS: _convert_ints,
-}
 
 
 def is_no_data(error: DetailsError) -> bool:
@@ -1025,6 +694,6 @@ def is_no_data(error: DetailsError) -> bool:
 __all__ = [
     "BYTES_ALLOCATED", "CODE_BYTES", "DetailsColumns", "DetailsError", "DetailsRow", "DetailsTable", "ERROR",
     "HIGHER_IS_BETTER", "LOWER_IS_BETTER", "MISS", "NEUTRAL", "PERFSCORE", "RESULTS", "SUCCESS",
-    "concatenate", "is_no_data", "is_improvement", "metric_direction", "parse_details", "read_details_csv", "stream_details",
-    "stream_details_csv",
+    "concatenate", "is_no_data", "is_improvement", "metric_direction", "parse_details", "read_details_csv",
+    "stream_details", "stream_details_csv",
 ]

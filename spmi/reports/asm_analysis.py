@@ -9,9 +9,10 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import reduce
+from heapq import nlargest, nsmallest
 from itertools import compress, repeat
 from operator import add, and_, eq, truediv
-from typing import Container, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Container, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from spmi.formats.details import CODE_BYTES, ERROR, MISS, PERFSCORE, SUCCESS, DetailsRow, DetailsTable, concatenate
 from spmi.reports.asm_model import IMPROVEMENT, REGRESSION, Aggregate, CollectionAggregates, DiffListStats, ExampleDiff
@@ -172,9 +173,11 @@ class DetailsDigest:
 
     def diff_table(self) -> Optional[DetailsTable]:
         """The diff-list rows (both JITs succeeded, `Has diff`) in file order, as a table;
-        None before any part came."""
+        None before any part came. The parts are joined once (and not kept besides)."""
+        if len(self._diff_parts) > 1:
+            self._diff_parts = [concatenate(self._diff_parts)]
         parts = self._diff_parts or ([self._empty] if self._empty is not None else [])
-        return concatenate(parts) if parts else None
+        return parts[0] if parts else None
 
 
 def _aggregated_columns(table: DetailsTable) -> Tuple[Sequence[float], ...]:
@@ -262,10 +265,18 @@ class ContextPick:
         return self.improvement_examples + self.regression_examples
 
 
+def diff_positions(table: DetailsTable) -> List[int]:
+    """Positions of the rows where both JITs succeeded and a difference was found, ordered by
+    context (stable), read column-wise: no row objects are made."""
+    c = table.columns
+    succeeded = map(and_, map(eq, c.base_result, repeat(SUCCESS)), map(eq, c.diff_result, repeat(SUCCESS)))
+    positions = compress(range(table.row_count), map(and_, map(bool, c.has_diff), succeeded))
+    return sorted(positions, key=c.context.__getitem__)
+
+
 def diff_list(table: DetailsTable) -> List[DetailsRow]:
     """Rows where both JITs succeeded and a difference was found, ordered by context (stable)."""
-    rows = [row for row in table.rows if row.has_diff and row.both_succeeded]
-    return sorted(rows, key=lambda row: row.context)
+    return [table.row(position) for position in diff_positions(table)]
 
 
 def relative_change(base: float, diff: float) -> float:
@@ -289,50 +300,53 @@ def pick_contexts(table: DetailsTable, metrics: Optional[Sequence[str]] = None,
     """Which contexts get `.dasm` listings, and the examples (§12.9).
 
     Ties keep diff-list order (ascending context), also for the "most positive"
-    picks; an empty method name never blocks another example.
+    picks; an empty method name never blocks another example. Works on positions in the
+    table's columns; only the example rows become `DetailsRow`s.
     """
-    diffs = diff_list(table)
+    diffs = diff_positions(table)
+    context = table.columns.context
     metric = pick_metric(metrics)
     if metric is None:
-        return ContextPick(sorted({row.context for row in diffs}), metric=None)
+        return ContextPick(sorted({context[p] for p in diffs}), metric=None)
+    base, diff = table.base_column(metric), table.diff_column(metric)
+    base_code, diff_code = table.base_column(CODE_BYTES), table.diff_column(CODE_BYTES)
+    size = table.columns.context_size.__getitem__
 
-    def delta(row: DetailsRow) -> float:
-        return row.diff(metric) - row.base(metric)
+    def delta(p: int) -> float:
+        return diff[p] - base[p]
 
-    def relative(row: DetailsRow) -> float:
-        return relative_change(row.base(metric), row.diff(metric))
+    def relative(p: int) -> float:
+        return relative_change(base[p], diff[p])
 
-    chosen: Set[int] = set()
-    chosen.update(row.context for row in sorted(diffs, key=lambda row: row.context_size)[:count])
-    chosen.update(row.context for row in sorted(diffs, key=delta)[:count])
-    chosen.update(row.context for row in sorted(diffs, key=delta, reverse=True)[:count])
-    chosen.update(row.context for row in sorted(diffs, key=relative)[:count])
-    chosen.update(row.context for row in sorted(diffs, key=relative, reverse=True)[:count])
-    unchanged = [row for row in diffs if row.base(CODE_BYTES) == row.diff(CODE_BYTES)]
-    chosen.update(row.context for row in sorted(unchanged, key=lambda row: row.context_size)[:count])
+    def code_change(p: int) -> float:
+        return diff_code[p] - base_code[p]
 
-    ordered = example_order(diffs, relative)
-    improvements = take_examples(ordered, example_count, set())
-    regressions = take_examples(reversed(ordered), example_count, {row.context for row in improvements})
+    unchanged = [p for p in diffs if base_code[p] == diff_code[p]]
+    # nsmallest/nlargest are sorted(...)[:count] (reverse=True for nlargest), ties included
+    ranked = (nsmallest(count, diffs, key=size), nsmallest(count, diffs, key=delta), nlargest(count, diffs, key=delta),
+              nsmallest(count, diffs, key=relative), nlargest(count, diffs, key=relative),
+              nsmallest(count, unchanged, key=size))
+    chosen: Set[int] = {context[p] for positions in ranked for p in positions}
+
+    by_relative = sorted(diffs, key=relative)  # then (stably) the small size diffs first
+    ordered = sorted(by_relative, key=lambda p: not 0 < abs(code_change(p)) < SMALL_DIFF_LIMIT)
+
+    def rows(positions: Iterable[int]) -> Iterator[DetailsRow]:
+        return map(table.row, positions)
+
+    improvements = take_examples(rows(ordered), example_count, set())
+    regressions = take_examples(rows(reversed(ordered)), example_count, {row.context for row in improvements})
     taken = {row.context for row in improvements + regressions}
-    spare_improvements = take_examples(ordered, example_count, taken)
-    spare_regressions = take_examples(reversed(ordered), example_count,
+    spare_improvements = take_examples(rows(ordered), example_count, taken)
+    spare_regressions = take_examples(rows(reversed(ordered)), example_count,
                                       taken | {row.context for row in spare_improvements})
-    largest_improvement, largest_regression = largest_size_changes(diffs)
+    largest = min(diffs, key=code_change, default=None), max(diffs, key=code_change, default=None)
+    largest_improvement = table.row(largest[0]) if largest[0] is not None and code_change(largest[0]) < 0 else None
+    largest_regression = table.row(largest[1]) if largest[1] is not None and code_change(largest[1]) > 0 else None
     extremes = [row for row in (largest_improvement, largest_regression) if row is not None]
     chosen.update(row.context for row in improvements + regressions + spare_improvements + spare_regressions + extremes)
     return ContextPick(sorted(chosen), improvements, regressions, metric, spare_improvements, spare_regressions,
                        largest_improvement, largest_regression)
-
-
-def largest_size_changes(diffs: Sequence[DetailsRow]) -> Tuple[Optional[DetailsRow], Optional[DetailsRow]]:
-    """The row with the largest code size improvement and the one with the largest regression (first on ties)."""
-    def change(row: DetailsRow) -> float:
-        return row.diff(CODE_BYTES) - row.base(CODE_BYTES)
-    improvement = min(diffs, key=change, default=None)
-    regression = max(diffs, key=change, default=None)
-    return (improvement if improvement is not None and change(improvement) < 0 else None,
-            regression if regression is not None and change(regression) > 0 else None)
 
 
 def touches_code(diff_text: str) -> bool:
@@ -357,16 +371,6 @@ def choose_examples(candidates: Sequence[Tuple[DetailsRow, bool]], wanted: int,
         if all(row.context != other.context for other in chosen):
             chosen.append(row)
     return chosen
-
-
-def is_small_size_diff(row: DetailsRow) -> bool:
-    return 0 < abs(row.diff(CODE_BYTES) - row.base(CODE_BYTES)) < SMALL_DIFF_LIMIT
-
-
-def example_order(diffs: Sequence[DetailsRow], relative) -> List[DetailsRow]:  # type: ignore[no-untyped-def]
-    """By relative change ascending, then (stably) the small size diffs first."""
-    by_relative = sorted(diffs, key=relative)
-    return sorted(by_relative, key=lambda row: not is_small_size_diff(row))
 
 
 def take_examples(rows: Iterable[DetailsRow], wanted: int, taken_contexts: Set[int]) -> List[DetailsRow]:
@@ -494,7 +498,6 @@ def example_from_row(row: DetailsRow, kind: str, title: Optional[str], diff_text
 
 __all__ = [
     "aggregate_table", "ANALYZER_METRIC_COLUMNS", "analyzer_totals", "choose_examples", "ContextPick",
-    "DetailsDigest", "diff_list", "EXAMPLE_COUNT", "example_from_row", "example_order", "is_small_size_diff",
-    "largest_size_changes", "listing_title", "metric_totals", "perfscore_log_ratio", "pick_contexts", "PICK_COUNT",
+    "DetailsDigest", "diff_list", "diff_positions", "EXAMPLE_COUNT", "example_from_row", "listing_title", "metric_totals", "perfscore_log_ratio", "pick_contexts", "PICK_COUNT",
     "pick_metric", "relative_change", "take_examples", "touches_code", "without_missing",
 ]

@@ -11,7 +11,7 @@ from typing import List, Sequence
 
 from spmi.formats.details import CODE_BYTES, PERFSCORE, DetailsTable
 from spmi.reports import significance
-from spmi.reports.asm_analysis import diff_list
+from spmi.reports.asm_analysis import diff_positions
 from spmi.reports.asm_model import AsmDiffsSummary, AssertGroup, CollectionReport, DiffRows, MergedSummary
 from spmi.reports.html_report import (
     CollectionCounts,
@@ -29,10 +29,16 @@ REPRO_COMMANDS_SHOWN = 5
 
 def diff_rows_of(table: DetailsTable) -> DiffRows:
     """The diff list of a details table (both JITs succeeded, a difference found), by context."""
-    rows = DiffRows()
-    for row in diff_list(table):
-        rows.append(row.context, row.method_name, row.tier, bool(row.minopts), int(row.base(CODE_BYTES)),
-                    int(row.diff(CODE_BYTES)), float(row.base(PERFSCORE)), float(row.diff(PERFSCORE)))
+    positions = diff_positions(table)
+    c = table.columns
+    rows = DiffRows()  # filled column by column (values of the table's types, not checked again)
+    for target, values, convert in ((rows.context, c.context, int), (rows.method, c.method_name, str),
+                                    (rows.tier, c.tier, str), (rows.minopts, c.minopts, bool),
+                                    (rows.base_bytes, table.base_column(CODE_BYTES), int),
+                                    (rows.diff_bytes, table.diff_column(CODE_BYTES), int),
+                                    (rows.base_perfscore, table.base_column(PERFSCORE), float),
+                                    (rows.diff_perfscore, table.diff_column(PERFSCORE), float)):
+        target.extend(map(convert, map(values.__getitem__, positions)))  # type: ignore[attr-defined,arg-type]
     return rows
 
 
