@@ -136,35 +136,14 @@ def atomic_write_bytes(path: Path, data: bytes, make_parents: bool = True) -> No
     atomic_write_pieces(path, [data], make_parents)
 
 
-def atomic_write_pieces(path: Path, pieces: Iterable[bytes], make_parents: bool = True) -> None:
-    """`atomic_write_bytes` for content produced piece by piece (a large page streamed as it is
-    rendered): nothing appears at `path` until every piece is written."""
-    if make_parents:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            for piece in pieces:
-                handle.write(piece)
-        os.chmod(tmp, platforms.default_file_mode())  # mkstemp makes it 0600
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError) and exc.filename is None:
-            raise with_file_name(exc, path) from exc
-        raise
-
-
-def atomic_copy(source: Path, target: Path) -> None:
-    """Copy `source` (content and mode) to a temporary name beside `target`, then rename over it."""
-    import shutil
+@contextmanager
+def _renamed_into_place(target: Path) -> Iterator[str]:
+    """A temporary file beside `target` to fill; renamed over `target` when the block ends,
+    removed when it fails (an OSError that names no file then names `target`)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
     os.close(fd)
     try:
-        shutil.copy2(source, tmp)
+        yield tmp
         os.replace(tmp, target)
     except BaseException as exc:
         try:
@@ -174,6 +153,25 @@ def atomic_copy(source: Path, target: Path) -> None:
         if isinstance(exc, OSError) and exc.filename is None:
             raise with_file_name(exc, target) from exc
         raise
+
+
+def atomic_write_pieces(path: Path, pieces: Iterable[bytes], make_parents: bool = True) -> None:
+    """`atomic_write_bytes` for content produced piece by piece (a large page streamed as it is
+    rendered): nothing appears at `path` until every piece is written."""
+    if make_parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    with _renamed_into_place(path) as tmp:
+        with open(tmp, "wb") as handle:
+            for piece in pieces:
+                handle.write(piece)
+        os.chmod(tmp, platforms.default_file_mode())  # mkstemp makes it 0600
+
+
+def atomic_copy(source: Path, target: Path) -> None:
+    """Copy `source` (content and mode) to a temporary name beside `target`, then rename over it."""
+    import shutil
+    with _renamed_into_place(target) as tmp:
+        shutil.copy2(source, tmp)
 
 
 def with_file_name(exc: OSError, path: PathLike) -> OSError:
