@@ -80,13 +80,25 @@ def test_summarize_merges_the_json_summaries_of_two_runs_into_one_page(sample_to
                                    "linux x64: libraries.pmi.linux.x64.checked.mch"]
     assert len(data["rows"]["x"]) == len(runs[0][1]) + len(runs[2][1])
     assert "<title>asmdiffs linux arm64 + linux x64 (2 targets)</title>" in out.read_text(encoding="utf-8")
+    assert 'class="history"' not in out.read_text(encoding="utf-8")
+    # history used: the report links the trend page beside it (docs/history.md)
+    proc = subprocess.run([*argv, "-history_page", "superpmi_history_asmdiffs_linux_x64.html"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ('<a class="history" href="superpmi_history_asmdiffs_linux_x64.html">'
+            in out.read_text(encoding="utf-8"))
 
 
 def test_summarize_html_path_is_checked(tmp_path):
     for extra, message in ((["-summary_type", "tpdiff", "-output_html_path", str(tmp_path / "x.html")],
                             "-output_html_path is for asmdiffs summaries, not tpdiff; leave it out"),
                            (["-summary_type", "asmdiffs", "-output_html_path", str(tmp_path)],
-                            "is a directory; give a file name")):
+                            "is a directory; give a file name"),
+                           (["-summary_type", "asmdiffs", "-history_page", "trend.html"],
+                            "-history_page links the HTML report; give -output_html_path too"),
+                           (["-summary_type", "asmdiffs", "-output_html_path", str(tmp_path / "x.html"),
+                             "-history_page", "javascript:alert(1)//.html"],
+                            "must be a plain .html file name beside the report")):
         summary = tmp_path / "s.json"
         summary.write_text('{"format": "superpmi-asmdiffs-summary", "version": 1, '
                            '"summary": {"target_os": "linux", "target_arch": "x64"}}')

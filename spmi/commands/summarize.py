@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from spmi.base import config, fsutil, platforms, schema, untrusted
 from spmi.base.errors import SuiteError
 from spmi.formats import details
-from spmi.reports import html_build
+from spmi.reports import html_build, html_report
 from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
 from spmi.reports import summaries as asm_summaries
@@ -50,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="short markdown summary (default: next to the long one)")
     parser.add_argument("-output_html_path", metavar="FILE",
                         help="asmdiffs only: also write the merged HTML diff explorer to FILE")
+    parser.add_argument("-history_page", metavar="NAME",
+                        help="with -output_html_path: link the report to this trend page beside it (made by "
+                             "`history show -output_html_path`, docs/history.md)")
     parser.set_defaults(func=run_summarize)
 
 
@@ -205,6 +208,10 @@ def run_summarize(args: argparse.Namespace) -> int:
     kind = args.summary_type
     if args.output_html_path and kind != "asmdiffs":
         raise SuiteError(f"-output_html_path is for asmdiffs summaries, not {kind}; leave it out")
+    if args.history_page and not args.output_html_path:
+        raise SuiteError("-history_page links the HTML report; give -output_html_path too")
+    if args.history_page and not html_report.is_page_name(args.history_page):
+        raise SuiteError(f"-history_page '{args.history_page}' must be a plain .html file name beside the report")
     inputs = [Path(p) for p in args.summaries]
     problems = given_twice(inputs)
     if problems:
@@ -230,7 +237,9 @@ def run_summarize(args: argparse.Namespace) -> int:
     print(untrusted.console_line(f"Wrote {long_path}"))
     print(untrusted.console_line(f"Wrote {short_path}"))
     if html_path is not None and merged is not None:
-        html_step.write_report(html_build.report_from_merged(merged), html_path)
+        report = html_build.report_from_merged(merged)
+        report.header.history_page = args.history_page or ""
+        html_step.write_report(report, html_path)
         print(untrusted.console_line(f"Wrote {html_path}"))
     return 0
 

@@ -63,6 +63,7 @@ class ReportHeader(RunFacts):
     diff_options: List[str] = field(default_factory=list)
     collections: List[str] = field(default_factory=list)   # processing order
     repro_command: str = ""             # the command that reproduces the whole run
+    history_page: str = ""              # the trend page of main's history beside this page (docs/history.md)
 
     @property
     def platform(self) -> str:
@@ -457,7 +458,18 @@ def _facts(report: HtmlReport) -> str:
         ("Collections", ", ".join(h.collections), False), ("Reproduce", h.repro_command, True)]
     cells = "".join(f"<dt>{label}</dt><dd>{'<code>' if code else ''}{escape_text(value)}{'</code>' if code else ''}"
                     f"</dd>" for label, value, code in items if value)
+    if is_page_name(h.history_page):
+        cells += (f'<dt>History</dt><dd><a class="history" href="{escape_text(h.history_page)}">'
+                  f"main-branch trends ({escape_text(h.history_page)})</a></dd>")
     return f'<dl class="facts">{cells}</dl>'
+
+
+_PAGE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,200}\.html$")
+
+
+def is_page_name(name: str) -> bool:
+    """A page beside this one that a link may name: a plain `.html` file name (no scheme, no folder)."""
+    return bool(_PAGE_NAME_RE.match(name)) and ".." not in name
 
 
 def _failures(report: HtmlReport) -> str:
