@@ -41,12 +41,14 @@ def release_product(toolchain: Path, where: Path, tp_factor: float) -> Path:
     return where
 
 
-def run_pipeline(toolchain: Path, root: Path, label: str, tp_factor: float, azurite, *history: str
-                 ) -> subprocess.CompletedProcess:
+def run_pipeline(toolchain: Path, root: Path, label: str, tp_factor: float, azurite, *history: str,
+                 noise_run: int) -> subprocess.CompletedProcess:
+    """One local pipeline run; `noise_run` keys the sample tools' run-to-run noise (work items that run
+    side by side would otherwise take run numbers in any order, sample/README.md)."""
     product = release_product(toolchain, root / f"product_{label}", tp_factor)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_STORAGE_", "GITHUB_", "TF_BUILD"))}
     env.update({"PYTHONPATH": str(REPO), "SUPERPMI_STORAGE_RETRIES": "1",
-                "AZURE_STORAGE_CONNECTION_STRING": azurite.connection_string})
+                "AZURE_STORAGE_CONNECTION_STRING": azurite.connection_string, "SPMI_SAMPLE_NOISE_RUN": str(noise_run)})
     argv = [sys.executable, str(REPO / "superpmi_asmdiffs_setup.py"), "-product_directory",
             str(toolchain / "core_root"), "-host_arch", HOST_ARCH, "-payload_directory", str(root / f"payload_{label}"),
             "-base_git_hash", BASELINE_HASH, "-private_store", str(toolchain / "collections"),
@@ -73,11 +75,12 @@ def history_runs(azurite, tmp_path_factory) -> Dict[str, object]:
     toolchain = make_toolchain(root / "toolchain")
     for index, factor in enumerate(MAIN_FACTORS):
         proc = run_pipeline(toolchain, root, f"main{index}", factor, azurite, "--history_upload",
-                            "-diff_git_hash", f"{index + 1:040x}")
+                            "-diff_git_hash", f"{index + 1:040x}", noise_run=index + 1)
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     prs = {}
-    for label, factor in (("same", 1.0), ("slower", 1.025)):
-        prs[label] = run_pipeline(toolchain, root, label, factor, azurite, "--history", "-history_last", "30")
+    for run, (label, factor) in enumerate((("same", 1.0), ("slower", 1.025)), start=len(MAIN_FACTORS) + 1):
+        prs[label] = run_pipeline(toolchain, root, label, factor, azurite, "--history", "-history_last", "30",
+                                  noise_run=run)
     return {"root": root, "prs": prs, "azurite": azurite}
 
 
