@@ -298,3 +298,21 @@ def test_private_store_alone_when_storage_has_nothing(storage_account, tmp_path,
     found = mch_sources.resolve_collections(args, make_settings(tmp_path / "spmi"))
     assert [p.name for p in found] == ["only-private.mch"]
     assert "Warning: No Azure Storage MCH files to download from" in captured_log.getvalue()
+
+
+# ---------------------------------------------------------------- the overlapped feed's order
+
+def test_the_feed_predicts_the_order_the_finished_cache_is_listed_in(tmp_path):
+    from spmi.sources.collection_feed import CollectionDownload, arrived_as_expected, expected_order
+    names = ["b.mch", "A.mch", "a-b.mch", "sub/z.mch", "sub/deeper/c.mc", "zz/a.mch", "x.mch.mct", "y.txt"]
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"mc")
+    listed = mch_sources.find_collection_files(tmp_path)
+    existing = [p for p in listed if p.name != "b.mch"]
+    pending = [CollectionDownload(tmp_path / "b.mch", []), CollectionDownload(tmp_path / "x.mch.mct", [])]
+    assert expected_order(list(reversed(existing)), pending, tmp_path) == listed
+    assert arrived_as_expected([tmp_path / "b.mch"], tmp_path / "b.mch")
+    assert arrived_as_expected([], tmp_path / "b.mch")  # only its companion was missing
+    assert not arrived_as_expected([tmp_path / "A.mch"], tmp_path / "b.mch")
+    assert not arrived_as_expected([tmp_path / "gone.mch"], tmp_path / "gone.mch")

@@ -28,7 +28,7 @@ from spmi.base.errors import SuiteError
 from spmi.formats import details
 from spmi.reports import asm_analysis, asm_markdown, asm_model, asm_overall, html_build, noise_patterns
 from spmi.reports.asm_model import IMPROVEMENT, REGRESSION
-from spmi.sources import baseline, mch_sources
+from spmi.sources import baseline, collection_feed
 from spmi.steps import asmdiffs_steps as steps
 from spmi.steps import coredistools, html_step, jit_pair, outputs, preflight, replay_steps
 from spmi.steps.replay_steps import CollectionOutcome
@@ -87,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="keep example diffs whose changed lines all match known-noise patterns")
     baseline.add_baseline_options(parser, base_jit_path=False)
     superpmi_tool.add_run_options(parser)
-    mch_sources.add_collection_options(parser)
+    collection_feed.add_collection_options(parser)
     parser.set_defaults(func=run_asmdiffs)
 
 
@@ -193,14 +193,16 @@ def run_asmdiffs(args: argparse.Namespace) -> int:
     coredistools.ensure_beside_superpmi(superpmi, settings, args.storage_url)
     jits = jit_pair.resolve_jit_pair(args, settings, options.jit_name)
     pair = jit_pair.user_jit_options(args, superpmi_tool.asmdiffs_replay_options(flags.align_loops))
-    collections = mch_sources.resolve_collections(args, settings)
     log.info("Base JIT: %s", jits.base)
     log.info("Diff JIT: %s", jits.diff)
     results: List[CollectionDiff] = []
-    with fsutil.temporary_directory(prefix="spmi-asmdiffs-", keep=options.skip_cleanup) as temp_dir:
+    collections: List[Path] = []
+    with collection_feed.collection_feed(args, settings) as feed, \
+            fsutil.temporary_directory(prefix="spmi-asmdiffs-", keep=options.skip_cleanup) as temp_dir:
         job = Job(settings, options, flags, superpmi, settings.core_root or superpmi.parent, jits.base, jits.diff,
                   pair, jits.baseline, jits.base_info, jits.diff_info, temp_dir)
-        for index, mch in enumerate(collections):
+        for index, mch in enumerate(feed):
+            collections.append(mch)
             work = temp_dir / str(index)
             work.mkdir()
             results.append(diff_collection(job, mch, work))

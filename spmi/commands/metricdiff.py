@@ -29,7 +29,7 @@ from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
 from spmi.reports import significance as signal
 from spmi.reports.metric_model import BYTES_ALLOCATED, INSTRUCTIONS, MEMDIFF, METRICDIFF, TPDIFF, MetricDiffRun
-from spmi.sources import baseline, mch_sources
+from spmi.sources import baseline, collection_feed
 from spmi.steps import coredistools, jit_pair, preflight, replay_steps
 from spmi.tools import jit_build, superpmi_tool
 from spmi.tools import mcs as mcs_tool
@@ -57,7 +57,7 @@ def _add_command(subparsers: argparse._SubParsersAction, name: str, help_text: s
     jit_pair.add_jit_pair_options(parser)
     baseline.add_baseline_options(parser, base_jit_path=False)
     superpmi_tool.add_run_options(parser)
-    mch_sources.add_collection_options(parser)
+    collection_feed.add_collection_options(parser)
     parser.add_argument("--summary_as_json", action="store_true",
                         help=f"write {name}_summary.json (for `summarize`) instead of markdown")
     return parser
@@ -239,8 +239,8 @@ def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
     apply_significance_options(args, run)
     run.repro = repro_template(job.invocation, job.base_jit, job.diff_jit, job.jit_options, job.report_metrics,
                                job.pin, settings.host_os)
-    collections = mch_sources.resolve_collections(args, settings)
-    with fsutil.temporary_directory(prefix=f"spmi-{kind}-", keep=options.skip_cleanup) as temp_dir:
+    with collection_feed.collection_feed(args, settings) as collections, \
+            fsutil.temporary_directory(prefix=f"spmi-{kind}-", keep=options.skip_cleanup) as temp_dir:
         for index, mch in enumerate(collections):
             work_dir = temp_dir / str(index)
             work_dir.mkdir()

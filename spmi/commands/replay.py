@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import List
 
 from spmi.base import config, fsutil
-from spmi.sources import mch_sources
+from spmi.sources import collection_feed
 from spmi.steps import jit_pair, preflight
 from spmi.steps.replay_steps import (
     CollectionOutcome,
@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="JIT to replay (default: the native or cross JIT for the target in Core_Root)")
     jit_pair.add_jitoption_option(parser, "JIT option without DOTNET_ (repeatable)")
     superpmi_tool.add_run_options(parser)
-    mch_sources.add_collection_options(parser)
+    collection_feed.add_collection_options(parser)
     parser.set_defaults(func=run_replay)
 
 
@@ -76,10 +76,10 @@ def run_replay(args: argparse.Namespace) -> int:
     jit_build.check_jit_target(jit, "JIT", settings.target_os, settings.target_arch)
     jit_options = config.split_option_values(args.jitoption, "-jitoption")
     core_root = _core_root(settings, superpmi)
-    collections = mch_sources.resolve_collections(args, settings)
     log.info("SuperPMI replay with %s", jit)
     outcomes: List[CollectionOutcome] = []
-    with fsutil.temporary_directory(prefix="spmi-replay-", keep=options.skip_cleanup) as temp_dir:
+    with collection_feed.collection_feed(args, settings) as collections, \
+            fsutil.temporary_directory(prefix="spmi-replay-", keep=options.skip_cleanup) as temp_dir:
         for index, mch in enumerate(collections):
             ctx = ReplayContext(settings, options, superpmi, jit, jit_options, temp_dir / str(index))
             ctx.temp_dir.mkdir()

@@ -42,7 +42,7 @@ TEMP_DIR_PREFIX = blobs.TEMP_DIR_PREFIX
 
 # ---------------------------------------------------------------- options
 
-def add_collection_options(parser: argparse.ArgumentParser) -> None:
+def add_collection_options(parser: argparse.ArgumentParser) -> "argparse._ArgumentGroup":
     """Add `-mch_files`, `-filter`, `--force_download`, `-jit_ee_version`,
     `-private_store` and `-storage_url` (the last only if the parser lacks it)."""
     group = parser.add_argument_group("collection options")
@@ -56,6 +56,7 @@ def add_collection_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("-private_store", action="append", metavar="DIR",
                        help=f"extra collection store (repeatable; default: ${PRIVATE_STORE_ENV}, ';'-separated)")
     blobs.add_storage_url_option(parser)
+    return group
 
 
 def add_jit_ee_version_option(parser: "argparse._ActionsContainer") -> None:
@@ -318,6 +319,46 @@ def extracted_name(blob_file_name: str) -> str:
     return blob_file_name[:-len(".zip")] if blob_file_name.lower().endswith(".zip") else blob_file_name
 
 
+@dataclass
+class CollectionDownload:
+    """One collection blob to fetch (with its `.mct` companion when that is missing too) and
+    the cache file it becomes."""
+
+    expected: Path
+    items: List[downloads.DownloadItem]
+
+
+@dataclass
+class StoragePlan:
+    """What filling the cache from `collections/` takes (docs/contracts.md §12.5): the files
+    already there (`kept`) and the collections to download, in listing order."""
+
+    cache_dir: Path
+    source: str
+    filters: Optional[List[str]]
+    selected: int
+    kept: List[Path] = field(default_factory=list)
+    pending: List[CollectionDownload] = field(default_factory=list)
+    complete: bool = False  # the cache already held a complete download: nothing to do
+
+    @property
+    def item_count(self) -> int:
+        return sum(len(c.items) for c in self.pending)
+
+    def log_start(self) -> None:
+        log.info("Downloading %d of %d collection files into %s", self.item_count, self.selected, self.cache_dir)
+
+    def finish(self, downloaded: Sequence[Path]) -> None:
+        """Check every file and record the cache complete (the manifest is written last)."""
+        refuse_unusable_downloads(self.kept + list(downloaded), self.source)
+        write_manifest(self.cache_dir, merged_manifest(self.cache_dir, self.source, self.kept + list(downloaded),
+                                                       self.filters))
+
+
+def storage_cache_dir(settings, jit_ee_version: str) -> Path:  # type: ignore[no-untyped-def]
+    return settings.spmi_location / "mch" / cache_dir_name(jit_ee_version, settings.target_os, settings.mch_arch)
+
+
 def download_from_storage(settings, jit_ee_version: str, filters: Optional[Sequence[str]],  # type: ignore[no-untyped-def]
                           force: bool, account_url: str, allow_empty: bool = False,
                           keep_archives_in: Optional[Path] = None) -> Optional[Path]:
@@ -325,47 +366,73 @@ def download_from_storage(settings, jit_ee_version: str, filters: Optional[Seque
 
     Nothing to download is an error, unless `allow_empty` (other collections exist): then a
     warning and None."""
-    cache_dir = settings.spmi_location / "mch" / cache_dir_name(jit_ee_version, settings.target_os, settings.mch_arch)
+    cache_dir = storage_cache_dir(settings, jit_ee_version)
     with fsutil.directory_lock(cache_dir):
-        if not force and cache_is_complete(cache_dir, filters):
-            log_cache_hit(cache_dir)
-            return cache_dir
-        prefix = collections_prefix(jit_ee_version, settings.target_os, settings.mch_arch)
-        try:
-            names = blobs.list_blobs(blobs.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT, account_url)
-        except blobs.StorageUnreachable as exc:
-            if not allow_empty:
-                raise
-            log.warning("Warning: Azure Storage cannot be reached (%s); going on with the private stores only", exc)
+        plan = plan_storage_download(cache_dir, settings, jit_ee_version, filters, force, account_url,
+                                     allow_empty, keep_archives_in)
+        if plan is None:
             return None
-        selected = select_collection_blobs(names, jit_ee_version, settings.target_os, settings.mch_arch, filters)
-        if not selected:
-            where = blobs.blob_url(blobs.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT + prefix, account_url)
-            suffix = f" matching -filter {' '.join(filters)}" if filters else ""
-            if allow_empty:
-                log.warning("Warning: No Azure Storage MCH files to download from %s%s", where, suffix)
-                return None
-            raise SuiteError(f"No Azure Storage MCH files to download from {where}{suffix}; "
-                             "check -jit_ee_version, -target_os, -mch_arch and -filter, or pass -mch_files")
-        local_files = local_file_names(selected, cache_dir)
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        kept: List[Path] = []
-        items: List[downloads.DownloadItem] = []
-        for name in selected:
-            existing = local_files[name]
-            if not force and existing.is_file():
-                log.debug("Already downloaded: %s", one_line(str(existing)))
-                kept.append(existing)
-                continue
-            items.append(downloads.DownloadItem(blobs.blob_url(blobs.COLLECTIONS_CONTAINER, name, account_url),
-                                                cache_dir, keep_archive_in=keep_archives_in))
-        log.info("Downloading %d of %d collection files into %s", len(items), len(selected), cache_dir)
-        results = downloads.download_files(items, settings.show_progress)
-        downloaded = [path for paths in results if paths for path in paths]
-        source = blobs.blob_url(blobs.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT + prefix, account_url)
-        refuse_unusable_downloads(kept + downloaded, source)
-        write_manifest(cache_dir, merged_manifest(cache_dir, source, kept + downloaded, filters))
+        if not plan.complete:
+            plan.log_start()
+            items = [item for c in plan.pending for item in c.items]
+            results = downloads.download_files(items, settings.show_progress)
+            plan.finish([path for paths in results if paths for path in paths])
     return cache_dir
+
+
+def plan_storage_download(cache_dir: Path, settings, jit_ee_version: str,  # type: ignore[no-untyped-def]
+                          filters: Optional[Sequence[str]], force: bool, account_url: str,
+                          allow_empty: bool = False, keep_archives_in: Optional[Path] = None) -> Optional[StoragePlan]:
+    """The download that fills `cache_dir` (the caller holds its lock); None when storage has
+    nothing for this target and `allow_empty` (a warning is logged)."""
+    prefix = collections_prefix(jit_ee_version, settings.target_os, settings.mch_arch)
+    source = blobs.blob_url(blobs.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT + prefix, account_url)
+    wanted = None if not filters else list(filters)
+    if not force and cache_is_complete(cache_dir, filters):
+        log_cache_hit(cache_dir)
+        return StoragePlan(cache_dir, source, wanted, 0, complete=True)
+    try:
+        names = blobs.list_blobs(blobs.COLLECTIONS_CONTAINER, COLLECTIONS_BLOB_ROOT, account_url)
+    except blobs.StorageUnreachable as exc:
+        if not allow_empty:
+            raise
+        log.warning("Warning: Azure Storage cannot be reached (%s); going on with the private stores only", exc)
+        return None
+    selected = select_collection_blobs(names, jit_ee_version, settings.target_os, settings.mch_arch, filters)
+    if not selected:
+        suffix = f" matching -filter {' '.join(filters)}" if filters else ""
+        if allow_empty:
+            log.warning("Warning: No Azure Storage MCH files to download from %s%s", source, suffix)
+            return None
+        raise SuiteError(f"No Azure Storage MCH files to download from {source}{suffix}; "
+                         "check -jit_ee_version, -target_os, -mch_arch and -filter, or pass -mch_files")
+    local_files = local_file_names(selected, cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    plan = StoragePlan(cache_dir, source, wanted, len(selected))
+    for name in selected:
+        existing = local_files[name]
+        if not force and existing.is_file():
+            log.debug("Already downloaded: %s", one_line(str(existing)))
+            plan.kept.append(existing)
+            continue
+        item = downloads.DownloadItem(blobs.blob_url(blobs.COLLECTIONS_CONTAINER, name, account_url),
+                                      cache_dir, keep_archive_in=keep_archives_in)
+        if is_primary_collection_blob(name.rsplit("/", 1)[-1]):
+            plan.pending.append(CollectionDownload(existing, [item]))
+            continue
+        primary = local_files[_primary_of(name)]
+        if plan.pending and plan.pending[-1].expected == primary:
+            plan.pending[-1].items.append(item)
+        else:  # the companion of a collection that is already here
+            plan.pending.append(CollectionDownload(primary, [item]))
+    return plan
+
+
+def _primary_of(companion: str) -> str:
+    """`x.mch.mct.zip` -> `x.mch.zip`; `x.mch.mct` -> `x.mch` (the inverse of `companion_name`)."""
+    if companion.lower().endswith(".mct.zip"):
+        return companion[:-len(".mct.zip")] + ".zip"
+    return companion[:-len(".mct")]
 
 
 def local_file_names(selected: Sequence[str], cache_dir: Path) -> Dict[str, Path]:

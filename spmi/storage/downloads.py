@@ -3,7 +3,9 @@ parallel, resumable `.part` files, length and Content-MD5 checks, temporary name
 then rename, and `.zip` extraction on arrival.
 
 A body slower than `SlowBodyRule` allows is cut and retried; Ctrl-C and SIGTERM cut every
-body being read at once and remove the `.part` files (docs/contracts.md §12.21).
+body being read at once and remove the `.part` files (docs/contracts.md §12.21). A caller in
+another thread stops a download the same way by setting the `stop` event it passed
+(`DownloadStopped` is then raised).
 """
 from __future__ import annotations
 
@@ -105,12 +107,14 @@ DEFAULT_SLOW_BODY_RULE = SlowBodyRule()
 def download_files(items: Sequence[DownloadItem], show_progress: bool = False,
                    max_workers: int = DEFAULT_MAX_WORKERS, chunk_size: int = DEFAULT_CHUNK_SIZE,
                    retry: Optional[RetryPolicy] = None, session=None,  # type: ignore[no-untyped-def]
-                   slow_body: SlowBodyRule = DEFAULT_SLOW_BODY_RULE) -> List[Optional[List[Path]]]:
+                   slow_body: SlowBodyRule = DEFAULT_SLOW_BODY_RULE,
+                   stop: Optional[threading.Event] = None) -> List[Optional[List[Path]]]:
     """Download `items` in parallel; per item the files produced (extracted files for a
     `.zip`), or None for an optional item that does not exist.
 
     Blobs larger than `chunk_size` are fetched as parallel ranges. An interrupted file
-    resumes from `<name>.part` (+ `<name>.part.json`) on the next call.
+    resumes from `<name>.part` (+ `<name>.part.json`) on the next call. Setting `stop`
+    (from another thread) ends the call like Ctrl-C does, raising `DownloadStopped`.
     """
     if not items:
         return []
@@ -118,7 +122,8 @@ def download_files(items: Sequence[DownloadItem], show_progress: bool = False,
         item.check_name()
     refuse_shared_targets(items)
     downloader = _Downloader(session or new_session(max_workers * 2), max(1, max_workers),
-                             max(64 * 1024, chunk_size), retry or default_retry_policy(), show_progress, slow_body)
+                             max(64 * 1024, chunk_size), retry or default_retry_policy(), show_progress, slow_body,
+                             stop)
     return downloader.run(list(items))
 
 
@@ -138,6 +143,10 @@ def refuse_shared_targets(items: Sequence[DownloadItem]) -> None:
 
 class _Cancelled(Exception):
     pass
+
+
+class DownloadStopped(Exception):
+    """`download_files` ended because its `stop` event was set; unfinished files were removed."""
 
 
 class _Body:
@@ -348,7 +357,8 @@ def _remove_quietly(path: Path) -> None:
 
 class _Downloader:
     def __init__(self, session, workers: int, chunk_size: int, retry: RetryPolicy,  # type: ignore[no-untyped-def]
-                 show_progress: bool, slow_body: SlowBodyRule = DEFAULT_SLOW_BODY_RULE) -> None:
+                 show_progress: bool, slow_body: SlowBodyRule = DEFAULT_SLOW_BODY_RULE,
+                 stop: Optional[threading.Event] = None) -> None:
         self.session = session
         self.workers = workers
         self.chunk_size = chunk_size
@@ -356,6 +366,7 @@ class _Downloader:
         self.show_progress = show_progress
         self.slow_body = slow_body
         self.cancel = threading.Event()
+        self.stop = stop or threading.Event()  # set by the caller, from another thread
         self.bar: Any = None
         self.bar_lock = threading.Lock()
         self.bodies: Set[_Body] = set()
@@ -403,7 +414,7 @@ class _Downloader:
                 real = [e for e in errors if not isinstance(e, _Cancelled)]
                 raise (real or errors)[0]  # type: ignore[misc]
             return [f.result() for f in futures]
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, DownloadStopped):
             self._stop_all(futures)
             for job in self.jobs:  # an interrupted run leaves no partial file (§12.20)
                 if job.result is None:
@@ -415,6 +426,8 @@ class _Downloader:
         from concurrent.futures import FIRST_EXCEPTION, wait
         while True:
             _, pending = wait(futures, timeout=_WATCH_INTERVAL, return_when=FIRST_EXCEPTION)
+            if self.stop.is_set():
+                raise DownloadStopped()
             if not pending or any(f.done() and not f.cancelled() and f.exception() is not None for f in futures):
                 return
             now = time.monotonic()

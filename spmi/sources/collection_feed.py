@@ -1,0 +1,216 @@
+"""Collections handed to a command as each becomes ready (docs/contracts.md §12.5).
+
+`collection_feed(args, settings)` gives the same collections, in the same order, as
+`mch_sources.resolve_collections`; when collections must be downloaded from storage it
+does not wait for all of them: the first is handed out as soon as it is downloaded,
+verified and extracted, while the next ones download in the background
+(`IN_FLIGHT` collections at a time, each with its ranges in parallel). The cache lock is
+held until the feed ends, the manifest is written once every download is checked, and
+`--no_overlap` (or `-mch_files`) keeps the download-everything-first behaviour.
+
+A download failure names its collection and is raised when the command reaches that
+collection; it stops the other downloads at once. Ctrl-C, SIGTERM or any error in the
+command stops every download (bodies cut, partial files removed) before the feed returns.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from spmi.base import fsutil
+from spmi.sources import mch_sources
+from spmi.sources.mch_sources import CollectionDownload, StoragePlan
+from spmi.storage import blobs, downloads
+
+log = logging.getLogger("superpmi")
+
+#: Collections downloading at once while the command works on an earlier one.
+IN_FLIGHT = 2
+_POLL_SECONDS = 0.2  # waits wake this often, so Ctrl-C is seen on every OS
+
+
+def add_collection_options(parser: argparse.ArgumentParser) -> None:
+    """`mch_sources.add_collection_options` plus `--no_overlap`."""
+    group = mch_sources.add_collection_options(parser)
+    group.add_argument("--no_overlap", action="store_true",
+                        help="download every collection before replaying the first "
+                             "(default: replay each one as soon as it is downloaded)")
+
+
+@contextmanager
+def collection_feed(args: argparse.Namespace, settings) -> Iterator[Iterable[Path]]:  # type: ignore[no-untyped-def]
+    """The collections a command uses, as an iterable to walk once (see the module docstring)."""
+    if args.mch_files or args.no_overlap:
+        yield mch_sources.resolve_collections(args, settings)
+        return
+    from spmi.base import config
+    guid = config.resolve_jit_ee_version(settings, args.jit_ee_version)
+    store_dirs = mch_sources.existing_private_store_dirs(mch_sources.private_stores(args.private_store), guid,
+                                                         settings.target_os, settings.mch_arch)
+    store_files = [p for d in store_dirs for p in mch_sources.find_collection_files(d)]
+    cache_dir = mch_sources.storage_cache_dir(settings, guid)
+    where = ", ".join([str(cache_dir)] + [str(d) for d in store_dirs])
+    filters = args.filter
+    with fsutil.directory_lock(cache_dir):
+        plan = mch_sources.plan_storage_download(
+            cache_dir, settings, guid, filters, bool(args.force_download), blobs.resolve_account_url(args.storage_url),
+            allow_empty=bool(mch_sources.select_collections(store_files, filters)))
+        if plan is None or plan.complete or not plan.pending:
+            if plan is not None and not plan.complete:
+                plan.log_start()
+                plan.finish([])
+            cached = mch_sources.find_collection_files(cache_dir) if plan is not None else []
+            where = where if plan is not None else ", ".join(str(d) for d in store_dirs) or "no cache or store"
+            yield mch_sources.finish_selection(cached + store_files, filters, where)
+            return
+        for path in store_files:
+            mch_sources.check_collection_file(path)
+        plan.pending.sort(key=lambda c: walk_order(c.expected, cache_dir))  # needed first, fetched first
+        with OverlappedDownload(plan) as background:
+            yield _ordered_collections(background, store_files, filters, where)
+
+
+def walk_order(path: Path, root: Path) -> Tuple[Tuple[int, str], ...]:
+    """Where `find_collection_files(root)` lists `path`: a folder's files (sorted) before its
+    sub-folders (sorted, each walked in turn)."""
+    parts = path.relative_to(root).parts
+    return tuple((1, part) for part in parts[:-1]) + ((0, parts[-1]),)
+
+
+def expected_order(existing: Sequence[Path], pending: Sequence[CollectionDownload], root: Path) -> List[Path]:
+    """The cache's collection files once every pending download has arrived as expected."""
+    files = {os.path.normcase(str(p)): p for p in existing}
+    files.update({os.path.normcase(str(c.expected)): c.expected for c in pending
+                  if mch_sources.is_collection_name(c.expected.name)})
+    return sorted(files.values(), key=lambda p: walk_order(p, root))
+
+
+def _ordered_collections(background: "OverlappedDownload", store_files: List[Path],
+                         filters: Optional[Sequence[str]], where: str) -> Iterator[Path]:
+    """Each collection when it is ready, in the order the download-first path would use;
+    if an archive held other files than its name says, the rest waits for every download
+    and follows the listing of the finished cache."""
+    plan = background.plan
+    existing = mch_sources.find_collection_files(plan.cache_dir)
+    expected = mch_sources.select_collections(
+        expected_order(existing, plan.pending, plan.cache_dir) + store_files, filters)
+    given: List[Path] = []
+    for path in expected:
+        download = background.download_for(path)
+        if download is not None and not arrived_as_expected(background.wait(download), path):
+            log.debug("%s did not hold just %s; waiting for every download", download.items[0].name, path.name)
+            break
+        if download is not None:
+            background.finish_when_all_arrived()  # the cache is complete before the last replay
+        given.append(path)
+        yield path
+    background.finish()
+    if given and len(given) == len(expected):
+        return
+    finished = mch_sources.finish_selection(mch_sources.find_collection_files(plan.cache_dir) + store_files,
+                                            filters, where)
+    seen = {_key(p) for p in given}
+    yield from (p for p in finished if _key(p) not in seen)
+
+
+def arrived_as_expected(produced: Sequence[Path], expected: Path) -> bool:
+    """A download brought the collection its name promised and no other one."""
+    return all(_key(p) == _key(expected) for p in produced) and expected.is_file()
+
+
+def _key(path: Path) -> str:
+    return os.path.normcase(os.path.abspath(path))
+
+
+class OverlappedDownload:
+    """The pending downloads of a plan, run in the background `IN_FLIGHT` at a time."""
+
+    def __init__(self, plan: StoragePlan) -> None:
+        self.plan = plan
+        self.stop = threading.Event()
+        self.failure: Optional[BaseException] = None
+        self.finished = False
+        self._by_path: Dict[str, CollectionDownload] = {_key(c.expected): c for c in plan.pending}
+        self._pool = ThreadPoolExecutor(max_workers=IN_FLIGHT, thread_name_prefix="collection")
+        self._futures: Dict[int, "Future[List[Path]]"] = {}
+
+    def __enter__(self) -> "OverlappedDownload":
+        self.plan.log_start()
+        self._futures = {id(c): self._pool.submit(self._fetch, c) for c in self.plan.pending}
+        return self
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        if kind is not None:
+            self.stop.set()  # the command stopped (an error, Ctrl-C, SIGTERM): so do the downloads
+        try:
+            self._wait_for_threads()
+        finally:
+            self._pool.shutdown(wait=True)
+
+    def download_for(self, path: Path) -> Optional[CollectionDownload]:
+        return self._by_path.get(_key(path))
+
+    def _fetch(self, download: CollectionDownload) -> List[Path]:
+        """Runs in a pool thread: every file `download` produced, each checked."""
+        if self.stop.is_set():
+            raise downloads.DownloadStopped()
+        started = time.monotonic()
+        try:
+            results = downloads.download_files(download.items, show_progress=False, stop=self.stop)
+            files = [path for paths in results if paths for path in paths]
+            mch_sources.refuse_unusable_downloads(files, self.plan.source)
+        except downloads.DownloadStopped:
+            raise
+        except BaseException as exc:
+            self.failure = self.failure or exc
+            self.stop.set()  # as when everything downloads at once: the first failure ends the others
+            raise
+        size = sum(p.stat().st_size for p in files)
+        log.info("Downloaded %s (%.1f MB in %.1f s)", download.expected.name, size / 1e6, time.monotonic() - started)
+        return files
+
+    def wait(self, download: CollectionDownload) -> List[Path]:
+        """The collection files `download` produced, once it is done; its failure (or the
+        first failure, when this one was stopped because of it) is raised."""
+        return [p for p in self._result(download) if mch_sources.is_collection_name(p.name)]
+
+    def finish_when_all_arrived(self) -> None:
+        if all(f.done() for f in self._futures.values()):
+            self.finish()
+
+    def finish(self) -> None:
+        """Wait for every download, then record the cache complete."""
+        if not self.finished:
+            self.plan.finish([p for c in self.plan.pending for p in self._result(c)])
+            self.finished = True
+
+    def _result(self, download: CollectionDownload) -> List[Path]:
+        future = self._futures[id(download)]
+        while True:
+            try:
+                return future.result(timeout=_POLL_SECONDS)
+            except FutureTimeout:
+                continue
+            except downloads.DownloadStopped:
+                if self.failure is not None:
+                    raise self.failure from None
+                raise
+
+    def _wait_for_threads(self) -> None:
+        for future in self._futures.values():
+            future.cancel()
+        for future in self._futures.values():
+            while not future.cancelled():
+                try:
+                    future.exception(timeout=_POLL_SECONDS)
+                    break
+                except FutureTimeout:
+                    continue
