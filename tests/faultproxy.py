@@ -14,7 +14,8 @@ unchanged unless a rule matches. Rules (each fires `times` times, then passes):
 * `redirect(location)`   - answer with HTTP 302 to `location` (`{path}` becomes the request's path)
 
 `per_connection_bytes_per_second` and `latency_seconds` throttle every response (each
-connection on its own, like a long-distance TCP stream) for benchmarks.
+connection on its own, like a long-distance TCP stream) for benchmarks;
+`total_bytes_per_second` shares one rate among all connections (a machine's link).
 
 `requests` records (method, path, status, Range header) of everything seen, so tests can
 count downloads and see where a resumed download started.
@@ -65,6 +66,18 @@ class FaultProxy:
     server: Optional[ThreadingHTTPServer] = None
     per_connection_bytes_per_second: Optional[float] = None
     latency_seconds: float = 0.0
+    total_bytes_per_second: Optional[float] = None
+    _link_free_at: float = 0.0  # when the shared link has sent everything handed to it so far
+
+    def wait_for_link(self, count: int) -> None:
+        """Block until the shared link (`total_bytes_per_second`) has carried `count` more bytes,
+        after everything other connections handed it first."""
+        if not self.total_bytes_per_second:
+            return
+        with self.lock:
+            done_at = max(time.monotonic(), self._link_free_at) + count / self.total_bytes_per_second
+            self._link_free_at = done_at
+        time.sleep(max(0.0, done_at - time.monotonic()))
 
     # ------------------------------------------------------------ rules
 
@@ -260,6 +273,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             block = response.read(64 * 1024)
             if not block:
                 break
+            self.owner.wait_for_link(len(block))
             if limit is not None and sent + len(block) > limit:
                 block = block[:limit - sent]
             if rule is not None and rule.kind == "corrupt" and sent == 0 and block:

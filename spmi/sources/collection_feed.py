@@ -1,25 +1,28 @@
-"""Collections handed to a command as each becomes ready (docs/contracts.md §12.5).
+"""Collections handed to a command as each becomes ready (docs/contracts.md §12.5, step 6).
 
 `collection_feed(args, settings)` gives the same collections, in the same order, as
 `mch_sources.resolve_collections`; when collections must be downloaded from storage it
 does not wait for all of them: the first is handed out as soon as it is downloaded,
-verified and extracted, while the next ones download in the background
-(`IN_FLIGHT` collections at a time, each with its ranges in parallel). The cache lock is
+verified and extracted, while the next ones download in the background, one collection
+at a time (its ranges and its `.mct` in parallel: the link serves the collection needed
+next), each extracted while the next one downloads. The cache lock is
 held until the feed ends, the manifest is written once every download is checked, and
 `--no_overlap` (or `-mch_files`) keeps the download-everything-first behaviour.
 
 A download failure names its collection and is raised when the command reaches that
-collection; it stops the other downloads at once. Ctrl-C, SIGTERM or any error in the
+collection (no further download starts). Ctrl-C, SIGTERM or any error in the
 command stops every download (bodies cut, partial files removed) before the feed returns.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
+import queue
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,12 +31,10 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 from spmi.base import fsutil
 from spmi.sources import mch_sources
 from spmi.sources.mch_sources import CollectionDownload, StoragePlan
-from spmi.storage import blobs, downloads
+from spmi.storage import archives, blobs, downloads
 
 log = logging.getLogger("superpmi")
 
-#: Collections downloading at once while the command works on an earlier one.
-IN_FLIGHT = 2
 _POLL_SECONDS = 0.2  # waits wake this often, so Ctrl-C is seen on every OS
 
 
@@ -131,7 +132,9 @@ def _key(path: Path) -> str:
 
 
 class OverlappedDownload:
-    """The pending downloads of a plan, run in the background `IN_FLIGHT` at a time."""
+    """The pending downloads of a plan in two background stages: one thread downloads the
+    collections one after the other (each with its ranges and its companion in parallel), a
+    second extracts and checks each archive while the next one downloads."""
 
     def __init__(self, plan: StoragePlan) -> None:
         self.plan = plan
@@ -139,43 +142,93 @@ class OverlappedDownload:
         self.failure: Optional[BaseException] = None
         self.finished = False
         self._by_path: Dict[str, CollectionDownload] = {_key(c.expected): c for c in plan.pending}
-        self._pool = ThreadPoolExecutor(max_workers=IN_FLIGHT, thread_name_prefix="collection")
-        self._futures: Dict[int, "Future[List[Path]]"] = {}
+        self._results: Dict[int, "Future[List[Path]]"] = {id(c): Future() for c in plan.pending}
+        self._arrived: "queue.Queue[Optional[Tuple[CollectionDownload, List[Path], float]]]" = queue.Queue()
+        self._threads = [threading.Thread(target=self._download_all, name="collection-download", daemon=True),
+                         threading.Thread(target=self._extract_all, name="collection-extract", daemon=True)]
 
     def __enter__(self) -> "OverlappedDownload":
         self.plan.log_start()
-        self._futures = {id(c): self._pool.submit(self._fetch, c) for c in self.plan.pending}
+        for thread in self._threads:
+            thread.start()
         return self
 
     def __exit__(self, kind: object, error: object, trace: object) -> None:
         if kind is not None:
             self.stop.set()  # the command stopped (an error, Ctrl-C, SIGTERM): so do the downloads
-        try:
-            self._wait_for_threads()
-        finally:
-            self._pool.shutdown(wait=True)
+        for thread in self._threads:
+            while thread.is_alive():
+                thread.join(_POLL_SECONDS)
 
     def download_for(self, path: Path) -> Optional[CollectionDownload]:
         return self._by_path.get(_key(path))
 
-    def _fetch(self, download: CollectionDownload) -> List[Path]:
-        """Runs in a pool thread: every file `download` produced, each checked."""
-        if self.stop.is_set():
-            raise downloads.DownloadStopped()
-        started = time.monotonic()
+    # ---------------------------------------------------------------- the two stages
+
+    def _download_all(self) -> None:
+        """Stage one: the files of each collection, archives left as they came."""
         try:
-            results = downloads.download_files(download.items, show_progress=False, stop=self.stop)
-            files = [path for paths in results if paths for path in paths]
-            mch_sources.refuse_unusable_downloads(files, self.plan.source)
-        except downloads.DownloadStopped:
-            raise
-        except BaseException as exc:
-            self.failure = self.failure or exc
-            self.stop.set()  # as when everything downloads at once: the first failure ends the others
-            raise
-        size = sum(p.stat().st_size for p in files)
-        log.info("Downloaded %s (%.1f MB in %.1f s)", download.expected.name, size / 1e6, time.monotonic() - started)
+            for download in self.plan.pending:
+                if self.stop.is_set() or self.failure is not None:
+                    break
+                started = time.monotonic()
+                items = [dataclasses.replace(item, extract=False) for item in download.items]
+                try:
+                    results = downloads.download_files(items, show_progress=False, stop=self.stop)
+                except BaseException as exc:
+                    self._fail(download, exc)
+                    break
+                self._arrived.put((download, [p for paths in results if paths for p in paths], started))
+        finally:
+            self._arrived.put(None)
+
+    def _extract_all(self) -> None:
+        """Stage two: each collection's archives extracted, its files checked, its result set."""
+        while True:
+            arrived = self._arrived.get()
+            if arrived is None:
+                break
+            download, files, started = arrived
+            if self.stop.is_set():
+                _remove_archives(files)
+                continue
+            try:
+                produced = [p for f in files for p in self._unpacked(f)]
+                mch_sources.refuse_unusable_downloads(produced, self.plan.source)
+                size = sum(p.stat().st_size for p in produced)
+            except BaseException as exc:
+                _remove_archives(files)
+                self._fail(download, exc)
+                continue
+            log.info("Downloaded %s (%.1f MB in %.1f s)", download.expected.name, size / 1e6,
+                     time.monotonic() - started)
+            self._results[id(download)].set_result(produced)
+        for future in self._results.values():  # stopped before they came
+            if not future.done():
+                future.set_exception(downloads.DownloadStopped())
+
+    def _unpacked(self, file: Path) -> List[Path]:
+        if not file.name.lower().endswith(".zip"):
+            return [file]
+        try:
+            files = archives.extract_zip(file, file.parent, display_name=file.name, stop=self.stop)
+        except archives.ExtractionStopped:
+            raise downloads.DownloadStopped() from None
+        except (archives.UnsafeArchive, archives.NotAZip) as exc:
+            raise type(exc)(f"{exc}; the download was discarded") from None
+        file.unlink()
         return files
+
+    def _fail(self, download: CollectionDownload, exc: BaseException) -> None:
+        """`download` failed: no further download starts; the command gets the failure when
+        it reaches this collection (collections before it are still handed out)."""
+        if not isinstance(exc, downloads.DownloadStopped):
+            self.failure = self.failure or exc
+        future = self._results[id(download)]
+        if not future.done():
+            future.set_exception(exc)
+
+    # ---------------------------------------------------------------- the command's side
 
     def wait(self, download: CollectionDownload) -> List[Path]:
         """The collection files `download` produced, once it is done; its failure (or the
@@ -183,7 +236,7 @@ class OverlappedDownload:
         return [p for p in self._result(download) if mch_sources.is_collection_name(p.name)]
 
     def finish_when_all_arrived(self) -> None:
-        if all(f.done() for f in self._futures.values()):
+        if all(f.done() for f in self._results.values()):
             self.finish()
 
     def finish(self) -> None:
@@ -193,7 +246,7 @@ class OverlappedDownload:
             self.finished = True
 
     def _result(self, download: CollectionDownload) -> List[Path]:
-        future = self._futures[id(download)]
+        future = self._results[id(download)]
         while True:
             try:
                 return future.result(timeout=_POLL_SECONDS)
@@ -204,13 +257,12 @@ class OverlappedDownload:
                     raise self.failure from None
                 raise
 
-    def _wait_for_threads(self) -> None:
-        for future in self._futures.values():
-            future.cancel()
-        for future in self._futures.values():
-            while not future.cancelled():
-                try:
-                    future.exception(timeout=_POLL_SECONDS)
-                    break
-                except FutureTimeout:
-                    continue
+
+def _remove_archives(files: Sequence[Path]) -> None:
+    """Downloaded archives that will not be extracted (the run is stopping)."""
+    for file in files:
+        if file.name.lower().endswith(".zip"):
+            try:
+                file.unlink()
+            except OSError:
+                pass
