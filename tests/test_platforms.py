@@ -96,3 +96,10 @@ def test_normalize_os_accepts_old_blob_spellings():
                                            ("osx", "libcoredistools.dylib")])
 def test_coredistools_file_name(host_os, name):
     assert p.coredistools_file_name(host_os) == name
+
+
+@pytest.mark.parametrize("host_os,threads,method", [
+    (p.WINDOWS, 1, "spawn"), (p.WINDOWS, 3, "spawn"), (p.OSX, 1, "spawn"), (p.OSX, 2, "spawn"),
+    (p.LINUX, 1, "fork"), (p.LINUX, 2, "forkserver")])
+def test_worker_start_method(host_os, threads, method):
+    assert p.worker_start_method(host_os, threads) == method

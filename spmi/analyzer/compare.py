@@ -170,6 +170,7 @@ class AnalyzeOptions:
     warn: bool = False  # collect files/methods present on one side only
     export: bool = False  # collect what --tsv and --json write (spmi/analyzer/export.py)
     keep_file_pairs: bool = False  # keep the keys of every compared file pair (--retain-only-top-files)
+    parallelism: int = 1  # processes that read and scan the file pairs (--parallelism; 1: this one only)
 
 
 @dataclass

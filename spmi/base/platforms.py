@@ -254,6 +254,20 @@ def termination_signals() -> List[int]:
     return [getattr(signal, name) for name in ("SIGTERM", "SIGBREAK") if hasattr(signal, name)]
 
 
+# ---------------------------------------------------------------- worker processes
+
+def worker_start_method(host_os: str, threads_running: int) -> str:
+    """How the suite starts its own Python worker processes (`multiprocessing` start method).
+
+    Windows and macOS: `spawn`, their default (macOS system libraries are not fork-safe). Linux:
+    `fork` while this process runs no other thread (a new worker is ready in milliseconds,
+    `bench/analyzer.py`), else `forkserver`: a fork copies the locks other threads hold.
+    """
+    if host_os in (WINDOWS, OSX):
+        return "spawn"
+    return "fork" if threads_running <= 1 else "forkserver"
+
+
 # ---------------------------------------------------------------- locks
 
 def lock_file(handle: IO[bytes]) -> None:
