@@ -18,7 +18,7 @@ from spmi.analyzer import workers
 from spmi.analyzer.compare import AnalysisResult, AnalyzeInputError, AnalyzeOptions, AnalyzeUsageError, _Analysis
 from spmi.analyzer.export import Exporter
 from spmi.analyzer.render import render_markdown
-from spmi.analyzer.scan import METRICS, _Unit
+from spmi.analyzer.scan import METRICS, UnitFields, _Unit
 from spmi.base import fsutil
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -363,9 +363,29 @@ def read_pair(source: PairSource, key: str) -> PairRead:
         os.close(dfd)
 
 
-def read_pairs(source: PairSource, keys: List[str]) -> List[PairRead]:
-    """`read_pair` for each key, in order: one worker process's chunk."""
-    return [read_pair(source, key) for key in keys]
+#: A pair read as a worker process sends it: both units' fields (the diff's None when it is the
+#: base's, identical files) and whether the bytes differ.
+SentRead = Optional[Tuple[UnitFields, Optional[UnitFields], bool]]
+
+
+def read_pairs(source: PairSource, keys: List[str]) -> List[SentRead]:
+    """`read_pair` for each key, in order, as sent back: one worker process's chunk."""
+    return [_sent(read_pair(source, key)) for key in keys]
+
+
+def _sent(read: PairRead) -> SentRead:
+    if read is None:
+        return None
+    bunit, dunit, differ = read
+    return bunit.fields(), None if dunit is bunit else dunit.fields(), differ
+
+
+def _received(sent: SentRead) -> PairRead:
+    if sent is None:
+        return None
+    bfields, dfields, differ = sent
+    bunit = _Unit.from_fields(bfields)
+    return bunit, bunit if dfields is None else _Unit.from_fields(dfields), differ
 
 
 def worker_count(parallelism: int, pairs: int) -> int:
@@ -383,8 +403,8 @@ def _pairs_read(source: PairSource, keys: List[str], parallelism: int) -> Iterat
         yield (read_pair(source, key) for key in keys)
         return
     chunk = min(_MAX_CHUNK_PAIRS, -(-len(keys) // (processes * 8)))
-    with workers.results_in_order(read_pairs, source, workers.split_into_chunks(keys, chunk), processes) as reads:
-        yield reads
+    with workers.results_in_order(read_pairs, source, workers.split_into_chunks(keys, chunk), processes) as sent:
+        yield map(_received, sent)
 
 
 def _feed_path(unit: _Unit, path: str, starts_input: bool) -> None:

@@ -5,8 +5,9 @@ back the results one item at a time, in the order of the list: whatever the work
 caller sees exactly what one process would have computed. Only a few chunks are in flight at a
 time, so memory does not grow with the input.
 
-Workers ignore SIGINT: a Ctrl-C in a terminal reaches the whole process group and the parent
-alone decides what stops. When the caller's block ends, normally or by an exception (Ctrl-C,
+Workers start with Ctrl-C and SIGTERM held (`platforms.stop_signals_held`), then ignore SIGINT (a
+Ctrl-C in a terminal reaches the whole process group, and the parent alone decides what stops) and
+end at once on SIGTERM, without a traceback. When the caller's block ends, normally or by an exception (Ctrl-C,
 SIGTERM turned into `Terminated` by `runner.stop_on_termination`), chunks not started are
 cancelled and the running ones waited for: no worker outlives the block. The task and its
 arguments must be picklable (a top-level function): Windows and macOS start workers afresh
@@ -33,8 +34,13 @@ Result = TypeVar("Result")
 _CHUNKS_IN_FLIGHT_PER_WORKER = 2
 
 
-def _ignore_interrupts() -> None:
+def _worker_signals() -> None:
+    """A new worker (started with Ctrl-C and SIGTERM held): Ctrl-C ignored, SIGTERM ends it at once
+    (a forked worker would otherwise have the parent's handlers), then both let through."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for number in platforms.termination_signals():
+        signal.signal(number, signal.SIG_DFL)
+    platforms.release_stop_signals()
 
 
 def split_into_chunks(items: Sequence[Item], size: int) -> List[List[Item]]:
@@ -50,15 +56,7 @@ def results_in_order(task: Callable[[Shared, List[Item]], List[Result]], shared:
     computed by `processes` worker processes. A worker that dies raises SuiteError."""
     method = platforms.worker_start_method(platforms.detect_host_os(), threading.active_count())
     executor = concurrent.futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context(method),
-                                                      initializer=_ignore_interrupts)
-    try:
-        yield _collect(executor, task, shared, chunks, processes * _CHUNKS_IN_FLIGHT_PER_WORKER)
-    finally:
-        executor.shutdown(wait=True, cancel_futures=True)
-
-
-def _collect(executor: concurrent.futures.Executor, task: Callable[[Shared, List[Item]], List[Result]],
-             shared: Shared, chunks: Sequence[List[Item]], in_flight: int) -> Iterator[Result]:
+                                                      initializer=_worker_signals)
     waiting = iter(chunks)
     pending: Deque["concurrent.futures.Future[List[Result]]"] = collections.deque()
 
@@ -67,8 +65,18 @@ def _collect(executor: concurrent.futures.Executor, task: Callable[[Shared, List
         if chunk is not None:
             pending.append(executor.submit(task, shared, chunk))
 
-    for _ in range(in_flight):
-        submit_next()
+    try:
+        with platforms.stop_signals_held():  # the first chunks start the workers
+            for _ in range(processes * _CHUNKS_IN_FLIGHT_PER_WORKER):
+                submit_next()
+        yield _collect(pending, submit_next)
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _collect(pending: Deque["concurrent.futures.Future[List[Result]]"],
+             submit_next: Callable[[], None]) -> Iterator[Result]:
+    """The chunks' results in order; each result taken makes room for the next chunk."""
     while pending:
         try:
             results = pending.popleft().result()

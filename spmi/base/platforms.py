@@ -13,8 +13,9 @@ import re
 import signal
 import sys
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, List, Optional
+from typing import IO, Iterator, List, Optional
 
 WINDOWS = "windows"
 LINUX = "linux"
@@ -266,6 +267,32 @@ def worker_start_method(host_os: str, threads_running: int) -> str:
     if host_os in (WINDOWS, OSX):
         return "spawn"
     return "fork" if threads_running <= 1 else "forkserver"
+
+
+def stop_signals() -> List[int]:
+    """Ctrl-C (SIGINT) and the termination signals."""
+    return [signal.SIGINT] + termination_signals()
+
+
+@contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """Within the block, Ctrl-C and SIGTERM wait (they arrive when it ends). A child process started
+    here starts with them held too, so it can set its own handlers first (`release_stop_signals`).
+    Windows has no signal mask: there the block changes nothing."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals())
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def release_stop_signals() -> None:
+    """Let Ctrl-C and SIGTERM arrive again (in a child started within `stop_signals_held`)."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals())
 
 
 # ---------------------------------------------------------------- locks
