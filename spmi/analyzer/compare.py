@@ -262,7 +262,7 @@ class _MetricAccumulator:
             fbase += b
             fdiff += d
             fdelta += delta
-            frel += _ratio(delta, b)
+            frel += delta / b if b else _ratio(delta, b)
             if delta != 0:
                 self._method_changed(name, base_key, delta, b, be[_INSTANCES], de[_INSTANCES])
         s.paired_methods += len(paired)

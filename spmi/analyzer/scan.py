@@ -13,6 +13,7 @@ per-field regexes of §8.2.
 """
 from __future__ import annotations
 
+import operator
 import os
 import re
 from dataclasses import dataclass
@@ -87,8 +88,7 @@ def has_metric(entry: list, metric: str) -> bool:
 def _metric_getter(metric: str) -> Callable[[list], float]:
     if metric == "ExtraAllocBytes":
         return lambda e: e[_ALLOC] - e[_CODE]
-    slot = _METRIC_SLOT[metric]
-    return lambda e: e[slot]
+    return operator.itemgetter(_METRIC_SLOT[metric])
 
 
 # ------------------------------------------------------------------------- parsing
