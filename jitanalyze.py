@@ -18,19 +18,21 @@ The analyzer lives in `spmi/analyzer/` (see docs/architecture.md):
 * `compare.py`: options, results and the one pass that computes every requested metric,
   keeping only the top `--count` entries of each list;
 * `render.py`: rendering and number formatting, pure functions (§8.4-§8.6);
-* `export.py`: the --tsv and --json files (§8.7).
+* `export.py`: the --tsv and --json files (§8.7);
+* `workers.py`: worker processes that read and scan chunks of file pairs (--parallelism), their results
+  taken in the original order, so every N gives the same output.
 
 Suite extensions beyond jit-analyze (none changes the output of a run that does not use them),
 listed by `-h`: comma lists in `--metrics`; `--override-total-base-metric CodeSize=123` (per metric,
 repeatable; a bare number still applies to every requested metric); `--md-per-metric DIR`; the
 pre-2023 option spellings; release-JIT listings (§7.5) reported as such instead of as 0-byte
-methods, and the 2026 release footer counted for CodeSize only.
+methods, and the 2026 release footer counted for CodeSize only; `--parallelism N` (default: the CPUs).
 """
 from __future__ import annotations
 
 import sys
 
-from spmi.analyzer.cli import run_cli
+from spmi.analyzer.cli import main
 
 if __name__ == "__main__":
-    sys.exit(run_cli())
+    sys.exit(main())

@@ -8,8 +8,10 @@ fresh child process, `--rounds` times, and prints the median MB/s of .dasm read 
 core (by the child's CPU time, which is what a busy shared machine does not distort, and
 by wall-clock time) and the child's peak RSS.
 The point of the two sizes: peak RSS stays flat while the input doubles.
+A second table gives the wall-clock MB/s of the same runs with `--parallelism N` worker
+processes for each N of `--parallelism` (default 1,2), and each N's speed-up over 1.
 
-    python bench/analyzer.py [--pairs 50000] [--methods-per-file 10] [--rounds 3] [--keep DIR]
+    python bench/analyzer.py [--pairs 50000] [--methods-per-file 10] [--rounds 3] [--parallelism 1,2] [--keep DIR]
 
 Numbers only; nothing is asserted.
 """
@@ -116,11 +118,11 @@ def _tree_bytes(path: str) -> int:
     return sum(e.stat().st_size for d, _, names in os.walk(path) for e in os.scandir(d) if e.is_file())
 
 
-def child(base: str, diff: str, recursive: bool) -> None:
+def child(base: str, diff: str, recursive: bool, parallelism: int) -> None:
     sys.path.insert(0, ROOT)
     from spmi.analyzer import compare, core
 
-    options = compare.AnalyzeOptions(metrics=["CodeSize", "PerfScore"], recursive=recursive)
+    options = compare.AnalyzeOptions(metrics=["CodeSize", "PerfScore"], recursive=recursive, parallelism=parallelism)
     start, cpu_start = time.perf_counter(), time.process_time()
     result = core.analyze(base, diff, options)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
@@ -136,9 +138,9 @@ def child(base: str, diff: str, recursive: bool) -> None:
                       "changed": s.changed_methods, "paired": s.paired_methods}))
 
 
-def measure(base: str, diff: str, recursive: bool) -> dict:
-    argv = [sys.executable, os.path.abspath(__file__), "--child", base, diff] + (["-r"] if recursive else [])
-    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+def measure(base: str, diff: str, recursive: bool, parallelism: int = 1) -> dict:
+    argv = [sys.executable, os.path.abspath(__file__), "--child", base, diff, "--child-parallelism", str(parallelism)]
+    out = subprocess.run(argv + (["-r"] if recursive else []), check=True, capture_output=True, text=True).stdout
     return json.loads(out.splitlines()[-1])
 
 
@@ -151,39 +153,72 @@ def measure_median(base: str, diff: str, recursive: bool, rounds: int) -> dict:
     return median
 
 
+def median_wall(base: str, diff: str, recursive: bool, rounds: int, parallelism: int) -> float:
+    """The median wall-clock seconds of `rounds` runs with `parallelism` processes."""
+    return statistics.median(measure(base, diff, recursive, parallelism)["seconds"] for _ in range(rounds))
+
+
+def parallelism_values(text: str) -> List[int]:
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a comma list of process counts (1 or more)")
+    return values
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pairs", type=int, default=50000, help="method pairs per tree (default 50000)")
     p.add_argument("--methods-per-file", type=int, default=10, help="methods per file in the second shape")
     p.add_argument("--rounds", type=int, default=3, help="runs per measurement; medians are shown (default 3)")
+    p.add_argument("--parallelism", type=parallelism_values, default=[1, 2], metavar="N,N...",
+                   help="worker processes of the second table's runs (default 1,2)")
     p.add_argument("--keep", help="generate into this folder and keep it")
     p.add_argument("--child", nargs=2, metavar=("BASE", "DIFF"), help=argparse.SUPPRESS)
+    p.add_argument("--child-parallelism", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("-r", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        child(args.child[0], args.child[1], args.r)
+        child(args.child[0], args.child[1], args.r, args.child_parallelism)
         return
     work = args.keep or tempfile.mkdtemp(prefix="jitanalyze-bench-")
     try:
         print("%-22s %7s %6s %8s %7s %7s %9s %10s %9s" % (
             "shape", "pairs", "files", "MB read", "wall s", "CPU s", "MB/s CPU", "MB/s wall", "peak RSS"))
+        runs = []
         for shape, per_file in (("one method per file", 1), ("%d methods per file" % args.methods_per_file,
                                                              args.methods_per_file)):
             root = os.path.join(work, "shape%d" % per_file)
             if not os.path.isdir(root):
                 generate(root, args.pairs, per_file)
-            runs = [(args.pairs // 2, os.path.join(root, "base", "p0"), os.path.join(root, "diff", "p0"), False),
-                    (args.pairs, os.path.join(root, "base"), os.path.join(root, "diff"), True)]
-            for pairs, base, diff, recursive in runs:
-                nbytes = _tree_bytes(base) + _tree_bytes(diff)
+            for pairs, base, diff, recursive in (
+                    (args.pairs // 2, os.path.join(root, "base", "p0"), os.path.join(root, "diff", "p0"), False),
+                    (args.pairs, os.path.join(root, "base"), os.path.join(root, "diff"), True)):
+                mb = (_tree_bytes(base) + _tree_bytes(diff)) / 1e6
                 r = measure_median(base, diff, recursive, args.rounds)
-                mb = nbytes / 1e6
                 print("%-22s %7d %6d %8.1f %7.2f %7.2f %9.1f %10.1f %6.1f MB" % (
                     shape, pairs, r["files"], mb, r["seconds"], r["cpu"], mb / r["cpu"], mb / r["seconds"],
                     r["rss_mb"]))
+                runs.append((shape, pairs, mb, base, diff, recursive))
+        print_parallel_table(runs, args.parallelism, args.rounds)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def print_parallel_table(runs: List[Tuple[str, int, float, str, str, bool]], parallelism: List[int],
+                         rounds: int) -> None:
+    """Wall-clock MB/s of each run per worker count, and each count's speed-up over the first."""
+    first = parallelism[0]
+    print()
+    print("%-22s %7s" % ("MB/s wall", "pairs") + "".join("%9s" % ("-p %d" % n) for n in parallelism)
+          + "".join("%9s" % ("%d/%d" % (n, first)) for n in parallelism[1:]))
+    for shape, pairs, mb, base, diff, recursive in runs:
+        speeds = [mb / median_wall(base, diff, recursive, rounds, n) for n in parallelism]
+        print("%-22s %7d" % (shape, pairs) + "".join("%9.1f" % v for v in speeds)
+              + "".join("%9.2f" % (v / speeds[0]) for v in speeds[1:]))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 """OS-specific knowledge, checked for all three hosts on any machine."""
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 
 from spmi.base import platforms as p
@@ -96,3 +99,23 @@ def test_normalize_os_accepts_old_blob_spellings():
                                            ("osx", "libcoredistools.dylib")])
 def test_coredistools_file_name(host_os, name):
     assert p.coredistools_file_name(host_os) == name
+
+
+@pytest.mark.parametrize("host_os,threads,method", [
+    (p.WINDOWS, 1, "spawn"), (p.WINDOWS, 3, "spawn"), (p.OSX, 1, "spawn"), (p.OSX, 2, "spawn"),
+    (p.LINUX, 1, "fork"), (p.LINUX, 2, "forkserver")])
+def test_worker_start_method(host_os, threads, method):
+    assert p.worker_start_method(host_os, threads) == method
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="no signal mask (Windows)")
+def test_stop_signals_held_arrive_when_the_block_ends():
+    seen = []
+    previous = signal.signal(signal.SIGTERM, lambda number, frame: seen.append(number))
+    try:
+        with p.stop_signals_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert seen == [] and signal.SIGTERM in signal.sigpending()
+        assert seen == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -10,10 +10,18 @@ from typing import IO, Dict, List, Optional, Sequence, Set, Tuple
 from spmi.analyzer import cmdline
 from spmi.analyzer.cmdline import OptionSpec, ValueKind
 from spmi.analyzer.compare import AnalysisResult, AnalyzeInputError, AnalyzeOptions, AnalyzeUsageError
-from spmi.analyzer.core import analyze, retain_top_files, write_markdown_per_metric, write_text_atomically
+from spmi.analyzer.core import (
+    PARALLELISM_MESSAGE,
+    analyze,
+    retain_top_files,
+    write_markdown_per_metric,
+    write_text_atomically,
+)
 from spmi.analyzer.export import render_json, render_tsv
 from spmi.analyzer.render import render_markdown, render_text, render_warnings
 from spmi.analyzer.scan import METRICS
+from spmi.base import platforms, runner
+from spmi.base.errors import SuiteError, Terminated
 
 PROGRAM = "jitanalyze.py"
 VERSION = "1.0.0"
@@ -50,6 +58,9 @@ SPECS: Tuple[OptionSpec, ...] = (
     OptionSpec("--is-diffs-only", (), ValueKind.FLAG, "The inputs hold only contexts with diffs"),
     OptionSpec("--is-subset-of-diffs", (), ValueKind.FLAG, "The inputs are a subset of the contexts with diffs"),
     OptionSpec("--concat-files", (), ValueKind.FLAG, "Treat all base files as one unit and all diff files as another"),
+    OptionSpec("--parallelism", ("-parallelism",), value_name="N", extension=True, default="the number of CPUs",
+               help="Processes that read and scan the file pairs (1: this process only); the output is the same "
+                    "for every N"),
 )
 
 HELP_EPILOG = """\
@@ -171,6 +182,7 @@ def options_from_args(args: cmdline.ParsedArgs, parse_errors: List[str]) -> Tupl
             messages.append("override-total-base-metric and override-total-diff-metric must either both be "
                             "specified or both not be specified")
             break
+    parallelism = _parse_parallelism(args.last("--parallelism"), messages)
     tsv, json_path = args.last("--tsv"), args.last("--json")
     options = AnalyzeOptions(
         metrics=metrics, recursive=args.flag("--recursive"), file_extension=args.last("--file-extension") or ".dasm",
@@ -179,10 +191,21 @@ def options_from_args(args: cmdline.ParsedArgs, parse_errors: List[str]) -> Tupl
         note=args.last("--note"), override_base=override_base, override_diff=override_diff,
         is_diffs_only=args.flag("--is-diffs-only"), is_subset_of_diffs=args.flag("--is-subset-of-diffs"),
         warn=args.flag("--warn"), export=tsv is not None or json_path is not None,
-        keep_file_pairs=args.flag("--retain-only-top-files"))
+        keep_file_pairs=args.flag("--retain-only-top-files"), parallelism=parallelism)
     invocation = Invocation(base, diff, options, args.last("--md"), args.last("--md-per-metric"), tsv, json_path,
                             args.flag("--retain-only-top-files"))
     return invocation, messages
+
+
+def _parse_parallelism(value: Optional[str], messages: List[str]) -> int:
+    """`--parallelism N` (default: the CPUs this process may use); a bad value adds its message."""
+    if value is None:
+        return platforms.usable_cpu_count()
+    number = cmdline.parse_int32(value)
+    if number is None or number < 1:
+        messages.append(f"{PARALLELISM_MESSAGE}, not '{value}'")
+        return 1
+    return number
 
 
 def _write(stream: IO[str], text: str) -> None:
@@ -230,6 +253,9 @@ def run_cli(argv: Optional[Sequence[str]] = None, stdout: Optional[IO[str]] = No
     except AnalyzeInputError as e:
         _write(out, f"Error: {e}\n")
         return 0
+    except SuiteError as e:  # a worker process ended unexpectedly
+        _write(err, f"Error: {e}\n")
+        return 1
     code = _print_reports(invocation, result, out, err)
     return code if code is not None else _write_outputs(invocation, result, err)
 
@@ -271,3 +297,14 @@ def _write_outputs(invocation: Invocation, result: AnalysisResult, err: IO[str])
                     f"{e.strerror or e}\n")
         return 1
     return result.exit_code
+
+
+def main() -> int:
+    """`jitanalyze.py`: `run_cli`, with SIGTERM stopping it the way Ctrl-C does (worker processes
+    are stopped before it exits; one line on stderr, exit 130 or 128 + the signal)."""
+    try:
+        with runner.stop_on_termination():
+            return run_cli()
+    except KeyboardInterrupt as e:
+        _write(sys.stderr, f"{PROGRAM}: interrupted\n")
+        return e.exit_code if isinstance(e, Terminated) else 130

@@ -170,6 +170,7 @@ class AnalyzeOptions:
     warn: bool = False  # collect files/methods present on one side only
     export: bool = False  # collect what --tsv and --json write (spmi/analyzer/export.py)
     keep_file_pairs: bool = False  # keep the keys of every compared file pair (--retain-only-top-files)
+    parallelism: int = 1  # processes that read and scan the file pairs (--parallelism; 1: this one only)
 
 
 @dataclass
@@ -261,7 +262,7 @@ class _MetricAccumulator:
             fbase += b
             fdiff += d
             fdelta += delta
-            frel += _ratio(delta, b)
+            frel += delta / b if b else _ratio(delta, b)
             if delta != 0:
                 self._method_changed(name, base_key, delta, b, be[_INSTANCES], de[_INSTANCES])
         s.paired_methods += len(paired)

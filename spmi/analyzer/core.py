@@ -9,14 +9,16 @@ import hashlib
 import os
 import re
 import stat
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Set, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
 
+from spmi.analyzer import workers
 from spmi.analyzer.compare import AnalysisResult, AnalyzeInputError, AnalyzeOptions, AnalyzeUsageError, _Analysis
 from spmi.analyzer.export import Exporter
 from spmi.analyzer.render import render_markdown
-from spmi.analyzer.scan import METRICS, _Unit
+from spmi.analyzer.scan import METRICS, UnitFields, _Unit
 from spmi.base import fsutil
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -223,6 +225,8 @@ def _pair_units(bfd: int, dfd: int, need_text: bool) -> Tuple[_Unit, _Unit, bool
 
 # ------------------------------------------------------------------ analysis
 
+PARALLELISM_MESSAGE = "Parallelism (--parallelism) must be a whole number of processes, at least 1"
+
 
 def validate_options(options: AnalyzeOptions) -> None:
     """Raise AnalyzeUsageError with jit-analyze's messages for invalid options."""
@@ -235,6 +239,8 @@ def validate_options(options: AnalyzeOptions) -> None:
                         "specified or both not be specified")
     if options.count < 0:
         messages.append("Count (--count) must not be negative")
+    if options.parallelism < 1:
+        messages.append(PARALLELISM_MESSAGE)
     if messages:
         raise AnalyzeUsageError("\n".join(messages))
 
@@ -300,31 +306,105 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
         base_root, base_keys = _side_files(base, base_kind, options)
         diff_root, diff_keys = _side_files(diff, diff_kind, options) if diff_kind == "file" else (diff, None)
         listed = set(diff_keys) if diff_keys is not None else None
-    base_prefix, diff_prefix = os.path.join(base_root, ""), os.path.join(diff_root, "")
-    for key in base_keys:
-        if listed is not None:  # listed as regular files just before
-            dfd = os.open(diff_prefix + key, _OPEN_FLAGS) if key in listed else None
-        else:
-            dfd = _open_regular(diff_prefix + key)
-        if dfd is None:
-            if options.warn:
-                result.base_only_files.append(key)
-            continue
-        try:
-            bfd = os.open(base_prefix + key, _OPEN_FLAGS)  # listed as a regular file just before
-            try:
-                bunit, dunit, differ = _pair_units(bfd, dfd, need_text)
-            finally:
-                os.close(bfd)
-        finally:
-            os.close(dfd)
-        if differ:
-            known.differing.add(key)
-        run.compare(key, key, bunit, dunit)
+    source = PairSource(os.path.join(base_root, ""), os.path.join(diff_root, ""), listed is None, need_text)
+    to_read = base_keys if listed is None else [key for key in base_keys if key in listed]
+    with _pairs_read(source, to_read, options.parallelism) as reads:
+        for key in base_keys:
+            read = next(reads) if listed is None or key in listed else None
+            if read is None:
+                if options.warn:
+                    result.base_only_files.append(key)
+                continue
+            bunit, dunit, differ = read
+            if differ:
+                known.differing.add(key)
+            run.compare(key, key, bunit, dunit)
     if options.warn:
         if listed is None:
             listed = set(_list_files(diff, options.file_extension, options.file_filter, options.recursive))
         result.diff_only_files = sorted(listed.difference(base_keys))
+
+
+@dataclass(frozen=True)
+class PairSource:
+    """Where the file pairs of an analysis are (what a worker process needs to read them)."""
+
+    base_prefix: str  # the base root with a trailing separator; a key follows
+    diff_prefix: str
+    probe_diff: bool  # the diff side was not listed: a key may name no regular file there
+    need_text: bool  # whether to tell if the two files' bytes differ
+
+
+#: A pair read: (base unit, diff unit, bytes differ), or None when the diff side has no regular file.
+PairRead = Optional[Tuple[_Unit, _Unit, bool]]
+
+#: Fewer pairs than this per worker are read in this process: starting workers would cost more
+#: than they save (`bench/analyzer.py`).
+_MIN_PAIRS_PER_WORKER = 256
+#: Pairs per chunk handed to a worker, at most (a chunk is also the work a stop waits for).
+_MAX_CHUNK_PAIRS = 256
+
+
+def read_pair(source: PairSource, key: str) -> PairRead:
+    """Read and scan one base/diff pair (the base file is a listed regular file)."""
+    if source.probe_diff:
+        dfd = _open_regular(source.diff_prefix + key)
+        if dfd is None:
+            return None
+    else:
+        dfd = os.open(source.diff_prefix + key, _OPEN_FLAGS)  # listed as a regular file just before
+    try:
+        bfd = os.open(source.base_prefix + key, _OPEN_FLAGS)  # listed as a regular file just before
+        try:
+            return _pair_units(bfd, dfd, source.need_text)
+        finally:
+            os.close(bfd)
+    finally:
+        os.close(dfd)
+
+
+#: A pair read as a worker process sends it: both units' fields (the diff's None when it is the
+#: base's, identical files) and whether the bytes differ.
+SentRead = Optional[Tuple[UnitFields, Optional[UnitFields], bool]]
+
+
+def read_pairs(source: PairSource, keys: List[str]) -> List[SentRead]:
+    """`read_pair` for each key, in order, as sent back: one worker process's chunk."""
+    return [_sent(read_pair(source, key)) for key in keys]
+
+
+def _sent(read: PairRead) -> SentRead:
+    if read is None:
+        return None
+    bunit, dunit, differ = read
+    return bunit.fields(), None if dunit is bunit else dunit.fields(), differ
+
+
+def _received(sent: SentRead) -> PairRead:
+    if sent is None:
+        return None
+    bfields, dfields, differ = sent
+    bunit = _Unit.from_fields(bfields)
+    return bunit, bunit if dfields is None else _Unit.from_fields(dfields), differ
+
+
+def worker_count(parallelism: int, pairs: int) -> int:
+    """Worker processes for `pairs` file pairs: at most `parallelism`, each with enough pairs to pay
+    for its start; 0 means this process reads them all."""
+    workers = min(parallelism, pairs // _MIN_PAIRS_PER_WORKER)
+    return workers if workers > 1 else 0
+
+
+@contextmanager
+def _pairs_read(source: PairSource, keys: List[str], parallelism: int) -> Iterator[Iterator[PairRead]]:
+    """The pairs of `keys` read in order: here, or by worker processes when there are enough."""
+    processes = worker_count(parallelism, len(keys))
+    if not processes:
+        yield (read_pair(source, key) for key in keys)
+        return
+    chunk = min(_MAX_CHUNK_PAIRS, -(-len(keys) // (processes * 8)))
+    with workers.results_in_order(read_pairs, source, workers.split_into_chunks(keys, chunk), processes) as sent:
+        yield map(_received, sent)
 
 
 def _feed_path(unit: _Unit, path: str, starts_input: bool) -> None:

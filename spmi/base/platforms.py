@@ -13,8 +13,9 @@ import re
 import signal
 import sys
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, List, Optional
+from typing import IO, Iterator, List, Optional
 
 WINDOWS = "windows"
 LINUX = "linux"
@@ -252,6 +253,46 @@ def same_file_name(a: str, b: str, host_os: str) -> bool:
 def termination_signals() -> List[int]:
     """Signals that ask the suite to stop (besides Ctrl-C): SIGTERM, and SIGBREAK on Windows."""
     return [getattr(signal, name) for name in ("SIGTERM", "SIGBREAK") if hasattr(signal, name)]
+
+
+# ---------------------------------------------------------------- worker processes
+
+def worker_start_method(host_os: str, threads_running: int) -> str:
+    """How the suite starts its own Python worker processes (`multiprocessing` start method).
+
+    Windows and macOS: `spawn`, their default (macOS system libraries are not fork-safe). Linux:
+    `fork` while this process runs no other thread (a new worker is ready in milliseconds,
+    `bench/analyzer.py`), else `forkserver`: a fork copies the locks other threads hold.
+    """
+    if host_os in (WINDOWS, OSX):
+        return "spawn"
+    return "fork" if threads_running <= 1 else "forkserver"
+
+
+def stop_signals() -> List[int]:
+    """Ctrl-C (SIGINT) and the termination signals."""
+    return [signal.SIGINT] + termination_signals()
+
+
+@contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """Within the block, Ctrl-C and SIGTERM wait (they arrive when it ends). A child process started
+    here starts with them held too, so it can set its own handlers first (`release_stop_signals`).
+    Windows has no signal mask: there the block changes nothing."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals())
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def release_stop_signals() -> None:
+    """Let Ctrl-C and SIGTERM arrive again (in a child started within `stop_signals_held`)."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals())
 
 
 # ---------------------------------------------------------------- locks

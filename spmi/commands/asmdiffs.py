@@ -75,6 +75,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--diff_with_release", action="store_true",
                        help="compare with a release JIT: -ignoreStoredConfig, diffs are failures, no listings")
     group.add_argument("--git_diff", action="store_true", help="write asm_diffs.diff (git diff of base and diff)")
+    group.add_argument("--dasm_all_diffs", action="store_true",
+                       help="write .dasm listings of every context with diffs, not only the picked ones (the same "
+                            "batched superpmi runs; the analyzer's summary.md covers them all; the summaries and the "
+                            "HTML report stay as without it)")
     group.add_argument("-tag", help="name part for the asm/jitdump/repro directories")
     group.add_argument("--summary_as_json", action="store_true",
                        help="write diff_summary.json (for `summarize`) instead of markdown")
@@ -102,6 +106,7 @@ class AsmdiffsFlags:
     diff_jit_dump: bool = False
     diff_with_release: bool = False
     git_diff: bool = False
+    dasm_all_diffs: bool = False  # listings of every context with diffs, not only the picked ones
     tag: Optional[str] = None
     summary_as_json: bool = False
     html: bool = True
@@ -116,7 +121,8 @@ class AsmdiffsFlags:
         return cls(metrics=tuple(steps.parse_metrics(args.metrics)),
                    align_loops=bool(args.alignloops), gcinfo=bool(args.gcinfo), debuginfo=bool(args.debuginfo),
                    diff_jit_dump=bool(args.diff_jit_dump), diff_with_release=bool(args.diff_with_release),
-                   git_diff=bool(args.git_diff), tag=args.tag, summary_as_json=bool(args.summary_as_json),
+                   git_diff=bool(args.git_diff), dasm_all_diffs=bool(args.dasm_all_diffs), tag=args.tag,
+                   summary_as_json=bool(args.summary_as_json),
                    html=not args.no_html, significance=tuple(args.significance),
                    **example_noise_options(args.noise_patterns, bool(args.include_noise)))
 
@@ -325,14 +331,15 @@ def analyze_collection(job: Job, result: CollectionDiff, work: Path) -> None:
         return
     pick = asm_analysis.pick_contexts(result.table, list(job.flags.metrics))
     result.pick = pick
+    listed = listed_contexts(job, result.table, pick)
     result.asm_dir = new_output_dir(job, "asm", result.mch)
     env = dasm_gen.listing_env(job.flags.gcinfo, job.flags.debuginfo)
     with fsutil.marked_incomplete_until_done(result.asm_dir, "the .dasm listings"):
-        listings = generate(job, result, work, pick.contexts, env, result.asm_dir, ".dasm", batched=True)
+        listings = generate(job, result, work, listed, env, result.asm_dir, ".dasm", batched=True)
     result.listing_failures = list(listings.failures)
     for failure in listings.failures:
         log.error("Listing failed: %s", failure.describe())
-    log.info("Listings of %d contexts in %s (%d superpmi processes)", len(pick.contexts), result.asm_dir,
+    log.info("Listings of %d contexts in %s (%d superpmi processes)", len(listed), result.asm_dir,
              listings.processes)
     if job.flags.diff_jit_dump:
         dump_dir = new_output_dir(job, "jitdump", result.mch)
@@ -345,13 +352,44 @@ def analyze_collection(job: Job, result: CollectionDiff, work: Path) -> None:
                                                job.settings.host_os):
         log.debug("%s", line)
     base_files, diff_files = listings.files("base"), listings.files("diff")
-    if not textual_diff_contexts(base_files, diff_files):
+    picked_base, picked_diff = of_contexts(base_files, pick.contexts), of_contexts(diff_files, pick.contexts)
+    subset = len(pick.contexts) < diff_count
+    every_diff_listed = len(listed) > len(pick.contexts)  # --dasm_all_diffs listed more than the picks
+    if not textual_diff_contexts(picked_base, picked_diff):
         log.warning("%s", steps.NO_TEXTUAL_DIFFS)
-    else:
-        result.analyze_markdown = run_jit_analyze(job, result, len(pick.contexts) < diff_count)
+    elif not every_diff_listed:
+        result.analyze_markdown = run_jit_analyze(job, result, result.asm_dir, subset)
+    else:  # the summaries embed the analysis of the picks, as without --dasm_all_diffs
+        picked_dir = copy_listings(work / "picked_listings", picked_base, picked_diff)
+        result.analyze_markdown = run_jit_analyze(job, result, picked_dir, subset)
+    if every_diff_listed:
+        run_jit_analyze(job, result, result.asm_dir, subset=False)  # <asm dir>/summary.md: every context with diffs
     if job.flags.git_diff:
         run_git_diff(job, result.asm_dir)
     result.examples = collect_examples(job, result, pick, base_files, diff_files, env)
+
+
+def listed_contexts(job: Job, table: details.DetailsTable, pick: "asm_analysis.ContextPick") -> List[int]:
+    """The contexts that get `.dasm` listings: the picked ones, or with --dasm_all_diffs every context
+    with diffs (sorted, unique)."""
+    if not job.flags.dasm_all_diffs:
+        return pick.contexts
+    context = table.columns.context
+    return sorted({context[position] for position in asm_analysis.diff_positions(table)})
+
+
+def of_contexts(files: Mapping[int, Path], contexts: Sequence[int]) -> Dict[int, Path]:
+    """The files of the given contexts."""
+    return {context: files[context] for context in contexts if context in files}
+
+
+def copy_listings(folder: Path, base_files: Mapping[int, Path], diff_files: Mapping[int, Path]) -> Path:
+    """`<folder>/base|diff/` holding copies of the given listings (the analyzer takes folders)."""
+    for side, files in (("base", base_files), ("diff", diff_files)):
+        (folder / side).mkdir(parents=True, exist_ok=True)
+        for path in files.values():
+            shutil.copyfile(path, folder / side / path.name)
+    return folder
 
 
 def textual_diff_contexts(base_files: Dict[int, Path], diff_files: Dict[int, Path]) -> List[int]:
@@ -424,14 +462,15 @@ def external_override_form(job: Job, tool: str) -> steps.OverrideForm:
     return job.override_form
 
 
-def run_jit_analyze(job: Job, result: CollectionDiff, subset: bool) -> str:
-    assert result.asm_dir is not None
+def run_jit_analyze(job: Job, result: CollectionDiff, asm_dir: Path, subset: bool) -> str:
+    """jit-analyze (or the built-in analyzer, spread over the suite's worker count) over
+    `<asm_dir>/base|diff`, writing `<asm_dir>/summary.md`; returns that markdown."""
     metrics = steps.analyzed_metrics(job.flags.metrics)
     totals = asm_analysis.analyzer_totals(result.metric_sums, metrics)
     real = jit_analyze_tool(job.settings.host_os)
     form = external_override_form(job, real) if real else steps.OverrideForm.PER_METRIC
     plan = steps.plan_overrides(job.flags.metrics, totals, form)
-    argv = steps.jit_analyze_argv(real or "jit-analyze", result.asm_dir, job.flags.metrics or (), plan.argv, subset)
+    argv = steps.jit_analyze_argv(real or "jit-analyze", asm_dir, job.flags.metrics or (), plan.argv, subset)
     job.analyzer = "jit-analyze" if real else "built-in"
     if real:
         log.debug("Using jit-analyze from PATH: %s", real)
@@ -441,13 +480,14 @@ def run_jit_analyze(job: Job, result: CollectionDiff, subset: bool) -> str:
         output = run.stdout + run.stderr
     else:
         log.debug("jit-analyze is not on PATH; using the built-in equivalent (jitanalyze.py)")
+        argv += ["--parallelism", str(job.options.worker_count())]
         log.debug("Analyzer totals: %s", plan.description)
         log.debug("Invoking (built-in): %s", runner.format_command(argv, job.settings.host_os))
         out, err = io.StringIO(), io.StringIO()
         analyzer_cli.run_cli(argv[1:], stdout=out, stderr=err)
         output = out.getvalue() + err.getvalue()
     logs.log_block(logging.DEBUG, "", output.rstrip("\n"))  # per-method lists: the log (and the console with -v)
-    summary = result.asm_dir / "summary.md"
+    summary = asm_dir / "summary.md"
     try:
         return summary.read_text(encoding="utf-8")
     except OSError:
@@ -645,7 +685,8 @@ def write_summaries(job: Job, summary: "asm_model.AsmDiffsSummary") -> List[Path
 
 def write_html_report(job: Job, results: Sequence[CollectionDiff], summary: "asm_model.AsmDiffsSummary",
                       summary_path: Path) -> Path:
-    """`diff_report[.N].html` beside the summary: every context with diffs, the listings of the picked ones."""
+    """`diff_report[.N].html` beside the summary: every context with diffs, the listings of the picked ones
+    (also with --dasm_all_diffs)."""
     budget = html_step.ListingBudget()
     env = dasm_gen.listing_env(job.flags.gcinfo, job.flags.debuginfo)
     listings = []
@@ -657,7 +698,9 @@ def write_html_report(job: Job, results: Sequence[CollectionDiff], summary: "asm
             return steps.example_superpmi_command(job.invocation, job.diff_jit, mch, context, job.jit_options.forced,
                                                   job.jit_options.side("diff"), env, job.settings.host_os)
 
-        listings += [listing for listing in html_step.read_listings(result.mch.name, result.asm_dir, repro, budget)
+        picked = set(result.pick.contexts) if result.pick is not None else set()
+        listings += [listing for listing in html_step.read_listings(result.mch.name, result.asm_dir, repro, budget,
+                                                                    picked)
                      if listing.context not in result.noise_contexts]
     report = html_build.report_from_summary(summary, listings)
     return html_step.write_report(report, html_step.report_path(summary_path), budget)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import AbstractSet, Callable, List, Optional, Tuple
 
 from spmi.base import fsutil
 from spmi.reports.html_report import HtmlReport, Listing, write_html
@@ -65,22 +65,27 @@ def read_listing(path: Path) -> Optional[str]:
         return None
 
 
-def listing_pairs(asm_dir: Path) -> List[Tuple[int, Path, Path]]:
-    """(context, base file, diff file) for every `<context>.dasm` present on both sides, by context."""
+def listing_pairs(asm_dir: Path, contexts: Optional[AbstractSet[int]] = None) -> List[Tuple[int, Path, Path]]:
+    """(context, base file, diff file) for every `<context>.dasm` present on both sides (only those of
+    `contexts` when given), by context."""
     def by_context(side: Path) -> dict:
         if not side.is_dir():
             return {}
         return {int(p.stem): p for p in side.glob("*.dasm") if p.stem.isdigit() and p.is_file()}
 
     base, diff = by_context(asm_dir / "base"), by_context(asm_dir / "diff")
-    return [(context, base[context], diff[context]) for context in sorted(set(base) & set(diff))]
+    both = set(base) & set(diff)
+    if contexts is not None:
+        both &= contexts
+    return [(context, base[context], diff[context]) for context in sorted(both)]
 
 
 def read_listings(collection: str, asm_dir: Path, repro_command: Callable[[int], str],
-                  budget: ListingBudget) -> List[Listing]:
-    """The collection's listing pairs (cut to size) with the command that prints each, within `budget`."""
+                  budget: ListingBudget, contexts: Optional[AbstractSet[int]] = None) -> List[Listing]:
+    """The collection's listing pairs (only those of `contexts` when given), cut to size, with the
+    command that prints each, within `budget`."""
     listings = []
-    for context, base_file, diff_file in listing_pairs(asm_dir):
+    for context, base_file, diff_file in listing_pairs(asm_dir, contexts):
         base_text, diff_text = read_listing(base_file), read_listing(diff_file)
         if base_text is None or diff_text is None:
             continue

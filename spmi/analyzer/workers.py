@@ -1,0 +1,87 @@
+"""Worker processes of the built-in analyzer (`--parallelism`, docs/contracts.md §8.1).
+
+`results_in_order` runs `task(shared, chunk)` for chunks of a list in worker processes and hands
+back the results one item at a time, in the order of the list: whatever the workers' speed, the
+caller sees exactly what one process would have computed. Only a few chunks are in flight at a
+time, so memory does not grow with the input.
+
+Workers start with Ctrl-C and SIGTERM held (`platforms.stop_signals_held`), then ignore SIGINT (a
+Ctrl-C in a terminal reaches the whole process group, and the parent alone decides what stops) and
+end at once on SIGTERM, without a traceback. When the caller's block ends, normally or by an exception (Ctrl-C,
+SIGTERM turned into `Terminated` by `runner.stop_on_termination`), chunks not started are
+cancelled and the running ones waited for: no worker outlives the block. The task and its
+arguments must be picklable (a top-level function): Windows and macOS start workers afresh
+(`platforms.worker_start_method`).
+"""
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import multiprocessing
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Callable, Deque, Iterator, List, Sequence, TypeVar
+
+from spmi.base import platforms
+from spmi.base.errors import SuiteError
+
+Shared = TypeVar("Shared")
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+#: chunks in flight per worker: one running, one waiting, so a worker never idles between chunks
+_CHUNKS_IN_FLIGHT_PER_WORKER = 2
+
+
+def _worker_signals() -> None:
+    """A new worker (started with Ctrl-C and SIGTERM held): Ctrl-C ignored, SIGTERM ends it at once
+    (a forked worker would otherwise have the parent's handlers), then both let through."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for number in platforms.termination_signals():
+        signal.signal(number, signal.SIG_DFL)
+    platforms.release_stop_signals()
+
+
+def split_into_chunks(items: Sequence[Item], size: int) -> List[List[Item]]:
+    """Consecutive chunks of at most `size` items (at least one item each), in order."""
+    size = max(1, size)
+    return [list(items[start:start + size]) for start in range(0, len(items), size)]
+
+
+@contextmanager
+def results_in_order(task: Callable[[Shared, List[Item]], List[Result]], shared: Shared,
+                     chunks: Sequence[List[Item]], processes: int) -> Iterator[Iterator[Result]]:
+    """Within the block: an iterator of `task(shared, chunk)`'s results, chunk after chunk in order,
+    computed by `processes` worker processes. A worker that dies raises SuiteError."""
+    method = platforms.worker_start_method(platforms.detect_host_os(), threading.active_count())
+    executor = concurrent.futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context(method),
+                                                      initializer=_worker_signals)
+    waiting = iter(chunks)
+    pending: Deque["concurrent.futures.Future[List[Result]]"] = collections.deque()
+
+    def submit_next() -> None:
+        chunk = next(waiting, None)
+        if chunk is not None:
+            pending.append(executor.submit(task, shared, chunk))
+
+    try:
+        with platforms.stop_signals_held():  # the first chunks start the workers
+            for _ in range(processes * _CHUNKS_IN_FLIGHT_PER_WORKER):
+                submit_next()
+        yield _collect(pending, submit_next)
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _collect(pending: Deque["concurrent.futures.Future[List[Result]]"],
+             submit_next: Callable[[], None]) -> Iterator[Result]:
+    """The chunks' results in order; each result taken makes room for the next chunk."""
+    while pending:
+        try:
+            results = pending.popleft().result()
+        except concurrent.futures.process.BrokenProcessPool as exc:
+            raise SuiteError(f"a worker process of the analyzer ended unexpectedly ({exc}); "
+                             "run again, or with --parallelism 1") from None
+        submit_next()
+        yield from results

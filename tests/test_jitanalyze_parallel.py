@@ -1,0 +1,210 @@
+"""The built-in analyzer spread over worker processes (`--parallelism`, docs/contracts.md §8.1): the same
+bytes as one process, one line for a bad value, and no worker left after Ctrl-C or SIGTERM."""
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from spmi.analyzer import cli as analyzer_cli  # noqa: E402
+from spmi.analyzer import core, workers
+
+REPO = Path(__file__).resolve().parents[1]
+SEPARATOR = "=" * 60
+
+
+def listing(name: str, code: int, perf: float, body_lines: int = 3, line_end: str = "\n") -> str:
+    """One method as a checked JIT lists it (docs/contracts.md §7.4)."""
+    body = "".join(f"       mov      rax, qword ptr [rcx+0x{i:02X}]\n" for i in range(body_lines))
+    text = (f"; Assembly listing for method {name}\n; Emitting BLENDED_CODE for x64 on Windows\n; Tier1 code\n\n"
+            f"G_M1_IG01:\n{body}\t\t\t\t\t\t;; size={code} bbWeight=1 PerfScore {perf:.2f}\n\n"
+            f"; Total bytes of code {code}, prolog size 4, PerfScore {perf:.2f}, instruction count {body_lines}, "
+            f"allocated bytes for code {code} (MethodHash=0000abcd) for method {name}\n; {SEPARATOR}\n\n")
+    return text.replace("\n", line_end)
+
+
+def file_pair(i: int) -> Tuple[str, str]:
+    """Base and diff text of file `i`: several methods, float PerfScores, identical pairs, methods on one
+    side only, release listings, CR LF line ends."""
+    methods = 1 + i % 4
+    line_end = "\r\n" if i % 17 == 0 else "\n"
+    base = "".join(listing(f"N{i % 9}.T:M{i}_{m}(int):long:this (Tier1)", 20 + (i * 7 + m) % 90,
+                           1.25 * (i % 13) + 0.1 * m, line_end=line_end) for m in range(methods))
+    if i % 5 == 0:
+        return base, base
+    diff = "".join(listing(f"N{i % 9}.T:M{i}_{m}(int):long:this (Tier1)", 20 + (i * 7 + m) % 90 + (i + m) % 7 - 3,
+                           1.25 * (i % 13) + 0.1 * m + 0.01 * ((i * m) % 11), line_end=line_end)
+                   for m in range(methods))
+    if i % 11 == 0:
+        diff += listing(f"Only.InDiff:M{i}() (Tier0)", 11, 3.5)
+    if i % 7 == 0:
+        base += "; Assembly listing for method Release:M()\n; Total bytes of code 40\n"
+    if i % 19 == 0:
+        diff += f"; Total bytes of code {30 + i % 5} for method N{i % 9}.T:R{i}() (Tier1)\n"
+        base += f"; Total bytes of code 31 for method N{i % 9}.T:R{i}() (Tier1)\n"
+    return base, diff
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    """Enough file pairs for several workers and chunks (`core.worker_count`), in two folders."""
+    root = tmp_path_factory.mktemp("parallel_tree")
+    pairs = 4 * core._MIN_PAIRS_PER_WORKER + 41
+    for i in range(pairs):
+        base, diff = file_pair(i)
+        folder = f"part{i % 3}"
+        for side, text in (("base", base), ("diff", diff)):
+            if (side, i % 23) in (("base", 0), ("diff", 1)):
+                continue  # files on one side only
+            path = root / side / folder / f"{i}.dasm"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(text.encode("utf-8"))
+    for side in ("base", "diff"):  # a pair outside the listing: counted as a textual diff only
+        (root / side / "notes.txt").write_text(side, encoding="utf-8")
+    return root
+
+
+def run(argv: List[str]) -> Tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = analyzer_cli.run_cli(argv, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def outputs(tree: Path, work: Path, parallelism: int, *extra: str) -> Dict[str, bytes]:
+    """Everything one analysis writes: its exit code, stdout, stderr and files."""
+    work.mkdir()
+    code, out, err = run(["-b", str(tree / "base"), "-d", str(tree / "diff"), "-r", "-w",
+                          "-m", "CodeSize", "-m", "PerfScore", "-m", "InstrCount", "--md", str(work / "summary.md"),
+                          "--tsv", str(work / "a.tsv"), "--json", str(work / "a.json"),
+                          "--md-per-metric", str(work / "per_metric"), "--parallelism", str(parallelism), *extra])
+    found = {"exit code": str(code).encode(), "stdout": out.encode(), "stderr": err.encode()}
+    found.update({str(p.relative_to(work)): p.read_bytes() for p in sorted(work.rglob("*")) if p.is_file()})
+    return found
+
+
+@pytest.fixture
+def pool_starts(monkeypatch) -> List[int]:
+    """The worker processes each analysis asked for (the real pool still runs)."""
+    started: List[int] = []
+    real = workers.results_in_order
+
+    def counting(task, shared, chunks, processes):  # type: ignore[no-untyped-def]
+        started.append(processes)
+        return real(task, shared, chunks, processes)
+
+    monkeypatch.setattr(workers, "results_in_order", counting)
+    return started
+
+
+def test_several_processes_write_exactly_what_one_writes(tree, tmp_path, pool_starts, monkeypatch):
+    with monkeypatch.context() as no_pool:  # one process: no pool, not even a stub of one
+        no_pool.setattr(workers.concurrent.futures, "ProcessPoolExecutor", None)
+        one = outputs(tree, tmp_path / "p1", 1)
+    assert pool_starts == []
+    assert one["exit code"] == b"-3" and b"Found " in one["stdout"] and b"Mismatched methods" in one["stdout"]
+    assert {"summary.md", "a.tsv", "a.json", "per_metric/PerfScore.md"} <= set(one)
+    for parallelism in (2, 3):
+        several = outputs(tree, tmp_path / f"p{parallelism}", parallelism)
+        assert several.keys() == one.keys()
+        for name, data in one.items():
+            assert several[name] == data, (parallelism, name)
+    assert pool_starts == [2, 3]
+
+
+def test_deleting_all_but_the_top_files_is_the_same_in_parallel(tree, tmp_path, pool_starts):
+    kept = {}
+    for parallelism in (1, 2):
+        copy = tmp_path / f"tree{parallelism}"
+        shutil.copytree(tree, copy)
+        code, out, err = run(["-b", str(copy / "base"), "-d", str(copy / "diff"), "-r", "-c", "5",
+                              "--retain-only-top-files", "--parallelism", str(parallelism)])
+        kept[parallelism] = (code, out, err, sorted(str(p.relative_to(copy)) for p in copy.rglob("*.dasm")))
+    assert kept[1] == kept[2] and "Deleted " in kept[1][1]
+    assert pool_starts == [2]
+
+
+def test_few_pairs_are_read_in_this_process(tmp_path, pool_starts):
+    for i in range(core._MIN_PAIRS_PER_WORKER + 10):  # enough for one worker only: none is started
+        base, diff = file_pair(i)
+        for side, text in (("base", base), ("diff", diff)):
+            (tmp_path / side).mkdir(exist_ok=True)
+            (tmp_path / side / f"{i}.dasm").write_text(text, encoding="utf-8")
+    code, out, _ = run(["-b", str(tmp_path / "base"), "-d", str(tmp_path / "diff"), "--parallelism", "8"])
+    assert code == -1 and "Summary of Code Size diffs:" in out
+    assert pool_starts == []
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "abc", "1.5", ""])
+def test_a_bad_parallelism_is_one_line_and_a_failure(tmp_path, value):
+    proc = subprocess.run([sys.executable, str(REPO / "jitanalyze.py"), "-b", str(tmp_path), "-d", str(tmp_path),
+                           "--parallelism", value], capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == ("Error: Parallelism (--parallelism) must be a whole number of processes, at least 1, "
+                           f"not '{value}'\n")
+
+
+def child_pids(pid: int) -> List[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def running(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def large_tree(tmp_path_factory) -> Path:
+    """Listings that take the workers a while (a stop arrives while they read)."""
+    root = tmp_path_factory.mktemp("large_tree")
+    for side in ("base", "diff"):
+        (root / side).mkdir()
+    for i in range(1200):
+        text = "".join(listing(f"L.T:M{i}_{m}() (Tier1)", 10 + m, 2.5, body_lines=40) for m in range(12))
+        (root / "base" / f"{i}.dasm").write_text(text, encoding="utf-8")
+        (root / "diff" / f"{i}.dasm").write_text(text.replace("code 10,", "code 12,"), encoding="utf-8")
+    return root
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc to find the workers")
+@pytest.mark.parametrize("how", ["SIGTERM to the analyzer", "Ctrl-C in its terminal", "SIGTERM to its group"])
+def test_a_stop_leaves_no_worker_and_no_output(large_tree, tmp_path, how):
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.Popen([sys.executable, str(REPO / "jitanalyze.py"), "-b", str(large_tree / "base"),
+                             "-d", str(large_tree / "diff"), "--md", str(out / "summary.md"), "--parallelism", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(child_pids(proc.pid)) < 2 and proc.poll() is None:
+        time.sleep(0.01)
+    pool = child_pids(proc.pid)
+    assert len(pool) >= 2, "the workers did not start"
+    if how == "SIGTERM to the analyzer":
+        proc.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(proc.pid, signal.SIGINT if how == "Ctrl-C in its terminal" else signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == (130 if how == "Ctrl-C in its terminal" else 128 + signal.SIGTERM), stderr
+    assert stderr == "jitanalyze.py: interrupted\n" and stdout == ""
+    assert not [pid for pid in pool if running(pid)], "a worker outlived the analyzer"
+    assert list(out.iterdir()) == []  # no summary, no temporary file
