@@ -330,13 +330,17 @@ class ContextPick:
         return self.improvement_examples + self.regression_examples
 
 
-def diff_positions(table: DetailsTable) -> List[int]:
+def diff_positions(table: DetailsTable) -> Sequence[int]:
     """Positions of the rows where both JITs succeeded and a difference was found, ordered by
-    context (stable), read column-wise: no row objects are made."""
+    context (stable), read column-wise: no row objects are made, and rows already in context
+    order (the kept diff list) are not sorted again."""
     c = table.columns
     succeeded = map(and_, map(eq, c.base_result, repeat(SUCCESS)), map(eq, c.diff_result, repeat(SUCCESS)))
-    positions = compress(range(table.row_count), map(and_, map(bool, c.has_diff), succeeded))
-    return sorted(positions, key=c.context.__getitem__)
+    positions = array("q", compress(range(table.row_count), map(and_, map(bool, c.has_diff), succeeded)))
+    contexts = map(c.context.__getitem__, positions)
+    if any(map(gt, contexts, map(c.context.__getitem__, islice(positions, 1, None)))):
+        positions = array("q", sorted(positions, key=c.context.__getitem__))
+    return positions
 
 
 def diff_list(table: DetailsTable) -> List[DetailsRow]:
