@@ -1,10 +1,11 @@
 """The asmdiffs HTML diff explorer: one offline, self-contained `diff_report.html`.
 
 Pure rendering: the caller fills an `HtmlReport` (header facts, per-collection
-counts, failures, one `DiffRow` per context with diffs, and `Listing`s for the
-contexts whose `.dasm` files were written, docs/contracts.md §7, §12.9-§12.10)
-and calls `render_html` (one string) or `write_html` (streams the file, written
-temp-name-then-rename).
+counts, failures, a row per context with diffs, and `Listing`s for the contexts
+whose `.dasm` files were written, docs/contracts.md §7, §12.9-§12.10) and calls
+`render_html` (one string) or `write_html` (streams the file, written
+temp-name-then-rename). The rows are a `DiffRowTable`: a collection's `DiffRows`
+columns are shared as they are (no object per row), or `DiffRow`s are added one by one.
 
 The page needs nothing from outside: CSS and script are inline and allowed by a
 strict Content-Security-Policy (hashes, `default-src 'none'`). Everything from
@@ -156,20 +157,20 @@ class DiffRowTable(Sequence[DiffRow]):
 
     def __init__(self, rows: Iterable[DiffRow] = ()) -> None:
         self.runs: List[RowRun] = []
+        self._starts: List[int] = []  # each run's start
         self._count = 0
         self.extend(rows)
 
     def add(self, collection: str, columns: DiffRows) -> None:
         """A collection's rows, sharing `columns`."""
         if len(columns):
-            self.runs.append(RowRun(collection, columns, self._count, shared=True))
+            self._new_run(RowRun(collection, columns, self._count, shared=True))
             self._count += len(columns)
 
     def append(self, row: DiffRow) -> None:
         run = self.runs[-1] if self.runs else None
         if run is None or run.shared or run.collection != row.collection:
-            run = RowRun(row.collection, DiffRows(), self._count)
-            self.runs.append(run)
+            run = self._new_run(RowRun(row.collection, DiffRows(), self._count))
         if row.metric_deltas:
             run.deltas[len(run.columns)] = dict(row.metric_deltas)
         run.columns.append(row.context, row.method, row.tier, row.minopts, row.base_bytes, row.diff_bytes,
@@ -208,8 +209,13 @@ class DiffRowTable(Sequence[DiffRow]):
         run = self._run_of(index)
         return run.columns.method[index - run.start]
 
+    def _new_run(self, run: RowRun) -> RowRun:
+        self.runs.append(run)
+        self._starts.append(run.start)
+        return run
+
     def _run_of(self, index: int) -> RowRun:
-        return self.runs[bisect.bisect_right([r.start for r in self.runs], index) - 1]
+        return self.runs[bisect.bisect_right(self._starts, index) - 1]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (list, DiffRowTable)):
