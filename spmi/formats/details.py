@@ -317,26 +317,14 @@ def _diff_metrics(labels: Sequence[str], columns: Mapping[str, int]) -> List[Tup
 
 # ---------------------------------------------------------------- converting a column
 
-class _BadValue(Exception):
-    """A text that does not convert, at `position` in its column."""
-
-    def __init__(self, position: int, text: str) -> None:
-        super().__init__(text)
-        self.position = position
-        self.text = text
-
-
-def _converted(convert: Callable[[str], _T], texts: Sequence[str]) -> List[_T]:
-    """`convert` of every text; `_BadValue` names the first text it refuses."""
-    try:
-        return list(map(convert, texts))
-    except (ValueError, KeyError):
-        for position, text in enumerate(texts):
-            try:
-                convert(text)
-            except (ValueError, KeyError):
-                raise _BadValue(position, text) from None
-        raise
+def _first_bad(convert: Callable[[str], object], texts: Sequence[str]) -> Tuple[int, str]:
+    """Where the first text `convert` refuses is, and the text (a column did not convert)."""
+    for position, text in enumerate(texts):
+        try:
+            convert(text)
+        except (ValueError, KeyError):
+            return position, text
+    raise AssertionError("every text converts")  # the column's conversion refused one of them
 
 
 def _number(text: str) -> Number:
@@ -354,7 +342,7 @@ def _number(text: str) -> Number:
 def _metric_column(texts: Sequence[str]) -> Sequence[Number]:
     """A metric column: each distinct text converted once (most metrics have a few), the values
     in an `array('q')` when all are integers, `array('d')` when all are floats (8 bytes a value
-    either way), else a list (mixed, or beyond 64 bits)."""
+    either way), else a list (mixed, or beyond 64 bits). A text that is no number: ValueError."""
     if texts.count("0") == len(texts):  # most metrics are 0 for most methods
         return array("q", bytes(8 * len(texts)))
     distinct = set(texts)
@@ -362,10 +350,7 @@ def _metric_column(texts: Sequence[str]) -> Sequence[Number]:
         number_of: Dict[str, Number] = dict(zip(distinct, map(int, distinct)))
     except ValueError:  # not all integers: all floats when each text has a '.' (a float has one at most)
         dotted = "".join(distinct).count(".") == len(distinct)
-        try:
-            number_of = dict(zip(distinct, map(float if dotted else _number, distinct)))
-        except ValueError:
-            return _converted(_number, texts)  # raises, naming the first bad text
+        number_of = dict(zip(distinct, map(float if dotted else _number, distinct)))  # ValueError: a bad text
     values = list(map(number_of.__getitem__, texts))
     kinds = set(map(type, number_of.values()))
     try:
@@ -380,21 +365,22 @@ def _chunk_table(plan: _Plan, records: List[Sequence[str]], lines: List[int]) ->
     """The kept fields of some records (`lines`: where each ends in the file) as a table."""
     texts = dict(zip(plan.fields, zip(*records)))
 
-    def checked(field: int, convert: Callable[[Sequence[str]], _T]) -> _T:
+    def checked(field: int, convert_column: Callable[[Sequence[str]], _T], convert: Callable[[str], object]) -> _T:
         try:
-            return convert(texts[field])
-        except _BadValue as bad:
-            raise DetailsError(f"{plan.source}: line {lines[bad.position]}, column '{plan.labels[field]}': "
-                               f"bad value '{bad.text}'") from None
+            return convert_column(texts[field])
+        except (ValueError, KeyError):
+            position, text = _first_bad(convert, texts[field])
+            raise DetailsError(f"{plan.source}: line {lines[position]}, column '{plan.labels[field]}': "
+                               f"bad value '{text}'") from None
 
-    fixed = {name: checked(index, lambda column, f=_FIXED[name]: _converted(f, column))  # type: ignore[misc]
-             for name, index in plan.fixed.items()}
+    fixed = {name: checked(index, lambda column, f=_FIXED[name]: list(map(f, column)),  # type: ignore[misc]
+                           _FIXED[name]) for name, index in plan.fixed.items()}
     names, base, diff = [], [], []
     for name, base_field, diff_field in plan.metrics:
         names.append(name)
-        base.append(checked(base_field, _metric_column))
+        base.append(checked(base_field, _metric_column, _number))
         same = texts[diff_field] == texts[base_field]  # most metrics are the same on both sides
-        diff.append(base[-1] if same else checked(diff_field, _metric_column))
+        diff.append(base[-1] if same else checked(diff_field, _metric_column, _number))
     count = len(lines)
     synthesized = [name for name in (CODE_BYTES, PERFSCORE) if name not in names]  # older layouts (§13)
     for name in synthesized:
