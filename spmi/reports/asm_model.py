@@ -226,9 +226,9 @@ class DiffRows:
     """Every context with diffs of a collection (the diff list, §12.9), column-wise.
 
     Position i of each column describes one context; the JSON summary writes each
-    column on one line. A run fills the columns compactly (`Numbers`, `Texts`, sharing the
-    kept diff-list table's); read from JSON they are lists. Summaries written before these
-    rows existed read as empty.
+    column on one line. A run fills the columns compactly (`Numbers`, `Texts`, `Labels` of
+    base/columns, shared with the kept diff-list table); read from JSON they are lists.
+    Summaries written before these rows existed read as empty.
     """
 
     context: Sequence[int] = field(default_factory=list)
