@@ -476,6 +476,7 @@ def _stream(lines: Iterable[str], source: str, metrics: Optional[Iterable[str]],
         for records, line_numbers in _chunks(reader, last, plan):
             rows += len(line_numbers)
             consumer(_chunk_table(plan, records, line_numbers))
+            del records  # its texts go before the next chunk is read
     finally:
         if collecting:
             gc.enable()
