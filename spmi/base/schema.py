@@ -3,12 +3,13 @@
 `parse_json` turns bytes into JSON values or one `SchemaError` line (too big, not
 UTF-8, not JSON, nested too deeply to read). `build(cls, data)` makes a dataclass record from
 its `asdict` form, checking every field against its type hint (`int`, `float`, `str`,
-`bool`, `Optional[...]`, `List[...]`, `Dict[str, ...]`, `Any`, nested records); unknown
-keys are ignored, missing ones take their defaults. A mismatch names the place, e.g.
+`bool`, `Optional[...]`, `List[...]` and `Sequence[...]` (read as a list), `Dict[str, ...]`,
+`Any`, nested records); unknown keys are ignored, missing ones take their defaults. A mismatch names the place, e.g.
 `collections[2].aggregates.minopts.base_successes: expected an integer, not a string`.
 """
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import json
 import math
@@ -83,7 +84,7 @@ def check(hint: Any, value: Any, where: str) -> Any:
         return build(hint, value, where)
     if origin is typing.Union:
         return _check_union(typing.get_args(hint), value, where)
-    if origin in (list, typing.List):
+    if origin in (list, typing.List, collections.abc.Sequence):  # a JSON array reads as a list
         (item,) = typing.get_args(hint) or (Any,)
         _expect(isinstance(value, list), "a list", value, where)
         return [check(item, element, f"{where}[{index}]") for index, element in enumerate(value)]

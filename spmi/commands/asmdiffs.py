@@ -158,7 +158,7 @@ class CollectionDiff:
 
     mch: Path
     outcome: CollectionOutcome
-    table: Optional[details.DetailsTable] = None  # the diff-list rows only
+    table: Optional[details.DetailsTable] = None  # the diff-list rows only, while the collection is analysed
     data_problem: str = ""
     asm_dir: Optional[Path] = None
     aggregates: Optional["asm_model.CollectionAggregates"] = None
@@ -171,6 +171,7 @@ class CollectionDiff:
     listing_failures: List[dasm_gen.ListingFailure] = field(default_factory=list)
     has_diffs: bool = False
     noise_contexts: Set[int] = field(default_factory=set)  # picked contexts whose diff is known noise
+    diff_rows: Optional["asm_model.DiffRows"] = None  # what the summaries keep of `table` (None: no data)
 
     @property
     def failed(self) -> bool:
@@ -282,6 +283,7 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
                                       diff_with_release=job.flags.diff_with_release, counts=counts,
                                       shortfall=replay_steps.shortfall_check(job.options, mch),
                                       timeout_flag=job.options.timeout_flag(timeout))
+    del run  # superpmi's output (megabytes for big collections) is not kept through the analysis
     table = digest.diff_table() if digest is not None else None
     result = CollectionDiff(mch, outcome, table, problem, aggregates=digest.aggregates if digest else None,
                             metric_sums=digest.metric_sums if digest else {},
@@ -296,6 +298,7 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
     if table is None:
         return result
     analyze_collection(job, result, work)
+    result.diff_rows, result.table = html_build.diff_rows_of(table), None  # the rows' other fields are let go
     return result
 
 
@@ -323,7 +326,7 @@ def analyze_collection(job: Job, result: CollectionDiff, work: Path) -> None:
     aggregates = result.aggregates
     for line in steps.totals_lines(console_totals(aggregates)):  # the console totals of docs/contracts.md §12.9
         log.info("%s", line)
-    diff_count = len(asm_analysis.diff_positions(result.table))
+    diff_count = result.table.row_count  # the table holds the diff list only
     if not diff_count:
         return
     result.has_diffs = True
@@ -428,7 +431,7 @@ def generate(job: Job, result: CollectionDiff, work: Path, contexts: Sequence[in
              out_dir: Path, extension: str, batched: bool) -> dasm_gen.ListingReport:
     assert result.table is not None
     wanted = set(contexts)
-    rows = result.table.columns  # in file order: the first row of a context names its method, the last its size
+    rows = result.table.columns  # a context's rows in file order: the first names its method, the last its size
     expected: Dict[int, dasm_gen.ExpectedMethod] = {}
     for context, method, tier in zip(rows.context, rows.method_name, rows.tier):
         if context in wanted and context not in expected:
@@ -595,13 +598,13 @@ def collection_report(job: Job, result: CollectionDiff) -> "asm_model.Collection
     outcome = result.outcome
     status = asm_model.ReplayStatus(failed=result.failed, reason=result.failure_reason(),
                                  exit_code=outcome.exit_code if outcome.failed else None,
-                                 missing_contexts=outcome.counts.missing, no_data=result.table is None)
+                                 missing_contexts=outcome.counts.missing, no_data=result.diff_rows is None)
     groups = [assert_group(g, result.error_sides) for g in superpmi_tool.group_asserts(outcome.asserts)]
     return asm_model.CollectionReport(name=result.mch.name,
                                    aggregates=result.aggregates or asm_model.CollectionAggregates(),
                                    examples=list(result.examples), jit_analyze_markdown=result.analyze_markdown,
                                    status=status, asserts=groups, repro_commands=failure_repro_commands(job, result),
-                                   diff_rows=html_build.diff_rows_of(result.table) if result.table else asm_model.DiffRows(),
+                                   diff_rows=result.diff_rows if result.diff_rows is not None else asm_model.DiffRows(),
                                    failing_contexts=reproducible_failures(result),
                                    metric_totals=asm_analysis.metric_totals(result.metric_sums),
                                    asserting_contexts=len({a.context for a in outcome.asserts}),

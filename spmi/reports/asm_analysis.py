@@ -10,14 +10,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import reduce
 from heapq import nlargest, nsmallest
-from itertools import compress, repeat
-from operator import add, and_, eq, truediv
-from typing import Container, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from itertools import compress, islice, repeat
+from operator import add, and_, eq, gt, truediv
+from typing import Container, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
 
-from spmi.formats.details import CODE_BYTES, ERROR, MISS, PERFSCORE, SUCCESS, DetailsRow, DetailsTable, concatenate
+from spmi.base.columns import Labels, Texts, numbers, taken
+from spmi.formats.details import CODE_BYTES, ERROR, MISS, PERFSCORE, SUCCESS, DetailsColumns, DetailsRow, DetailsTable
 from spmi.reports.asm_model import IMPROVEMENT, REGRESSION, Aggregate, CollectionAggregates, DiffListStats, ExampleDiff
 
 Number = Union[int, float]
+_V = TypeVar("_V")
 
 PICK_COUNT = 20
 EXAMPLE_COUNT = 3
@@ -128,8 +130,7 @@ class DetailsDigest:
         #: every metric column the CSV has (none filled in): [Σ base, Σ diff] over rows where both
         #: JITs succeeded, in file order (the analyzer totals, the "Other metrics" table)
         self.metric_sums: Dict[str, List[Number]] = {}
-        self._diff_parts: List[DetailsTable] = []
-        self._empty: Optional[DetailsTable] = None
+        self._diff_list: Optional[DiffListRows] = None
 
     def add(self, table: DetailsTable) -> None:
         c = table.columns
@@ -154,10 +155,9 @@ class DetailsDigest:
         base_code, diff_code, base_perf, diff_perf = columns[:4]
         for i in with_diffs:
             _count_diff(stats, int(base_code[i]), int(diff_code[i]), base_perf[i], diff_perf[i])
-        if with_diffs:  # the diff list needs only code size and PerfScore (the sums above have the rest)
-            self._diff_parts.append(table.only_metrics(DIFF_LIST_METRICS).subset(with_diffs))
-        elif self._empty is None:
-            self._empty = table.only_metrics(DIFF_LIST_METRICS).subset([])
+        if self._diff_list is None:
+            self._diff_list = DiffListRows(table)
+        self._diff_list.add(table, with_diffs)
 
     def _note_missing_only(self, table: DetailsTable, either_miss: bytes) -> None:
         c = table.columns
@@ -172,12 +172,77 @@ class DetailsDigest:
                 self.error_sides[c.context[i]] = (c.base_result[i] == ERROR, c.diff_result[i] == ERROR)
 
     def diff_table(self) -> Optional[DetailsTable]:
-        """The diff-list rows (both JITs succeeded, `Has diff`) in file order, as a table;
-        None before any part came. The parts are joined once (and not kept besides)."""
-        if len(self._diff_parts) > 1:
-            self._diff_parts = [concatenate(self._diff_parts)]
-        parts = self._diff_parts or ([self._empty] if self._empty is not None else [])
-        return parts[0] if parts else None
+        """The diff-list rows (both JITs succeeded, `Has diff`) ordered by context (stable: rows
+        of one context in file order), as a table; None before any part came."""
+        return self._diff_list.table() if self._diff_list is not None else None
+
+
+class DiffListRows:
+    """The diff-list rows of a CSV read in parts, kept compactly: each field and the code size
+    and PerfScore columns grow part by part (`Numbers`, `Texts`, `Labels`), no row objects."""
+
+    def __init__(self, first: DetailsTable) -> None:
+        self.source = first.source
+        self.is_diff_layout = first.is_diff_layout
+        self.synthesized_metrics = tuple(name for name in first.synthesized_metrics if name in DIFF_LIST_METRICS)
+        self.available_metrics = first.available_metrics
+        self.fields: Dict[str, Sequence] = {  # type: ignore[type-arg]
+            name: Texts() if name == "method_name" else Labels() if name in _LABEL_FIELDS else numbers("q", ())
+            for name in _ROW_FIELDS}
+        #: base and diff code size, base and diff PerfScore
+        self.metrics: List[Sequence[Number]] = [numbers("q", ()), numbers("q", ()), numbers("d", ()), numbers("d", ())]
+
+    def add(self, table: DetailsTable, positions: Sequence[int]) -> None:
+        if not positions:
+            return
+        c = table.columns
+        for name, column in self.fields.items():
+            self.fields[name] = _grown(column, list(map(getattr(c, name).__getitem__, positions)), None)
+        parts = (table.base_column(CODE_BYTES), table.diff_column(CODE_BYTES),
+                 table.base_column(PERFSCORE), table.diff_column(PERFSCORE))
+        self.metrics = [_grown(column, list(map(part.__getitem__, positions)), part)
+                        for column, part in zip(self.metrics, parts)]
+
+    def table(self) -> DetailsTable:
+        """The rows as a table, ordered by context (stable); the columns are the table's from now on."""
+        context = self.fields["context"]
+        if any(map(gt, context, islice(context, 1, None))):  # not in context order yet
+            order = array("q", sorted(range(len(context)), key=context.__getitem__))
+            for name in self.fields:  # one column at a time: the old one goes before the next is copied
+                self.fields[name] = taken(self.fields[name], order)
+            for index, column in enumerate(self.metrics):
+                self.metrics[index] = taken(column, order)
+        base_code, diff_code, base_perf, diff_perf = self.metrics
+        return DetailsTable(self.source, DIFF_LIST_METRICS, DetailsColumns(**self.fields), self.is_diff_layout,
+                            self.synthesized_metrics, self.available_metrics, [base_code, base_perf],
+                            [diff_code, diff_perf])
+
+
+_ROW_FIELDS = ("context", "context_size", "method_name", "tier", "base_result", "diff_result", "minopts", "has_diff",
+               "base_instructions", "diff_instructions", "line")
+_LABEL_FIELDS = ("tier", "base_result", "diff_result", "minopts", "has_diff")  # a few distinct values each
+
+
+def _grown(column: Sequence[_V], values: List[_V], part: Optional[Sequence[_V]]) -> Sequence[_V]:
+    """`column` with `values` (taken from `part`, when given) added at its end, in place: an
+    array stays one while the values are of its kind (integers fit 'q', floats come from a 'd'
+    array), else the column becomes a list holding each value as it is."""
+    if isinstance(column, (Texts, Labels)):
+        column.extend(values)  # type: ignore[arg-type]
+        return column
+    if isinstance(column, array):
+        if column.typecode == "d" and not (isinstance(part, array) and part.typecode == "d"):
+            column = list(column)
+        else:
+            size = len(column)
+            try:
+                column.extend(values)  # type: ignore[arg-type]
+                return column
+            except (TypeError, OverflowError):  # a float or a 65-bit integer
+                del column[size:]
+                column = list(column)
+    column.extend(values)  # type: ignore[attr-defined]
+    return column
 
 
 def _aggregated_columns(table: DetailsTable) -> Tuple[Sequence[float], ...]:
@@ -265,13 +330,17 @@ class ContextPick:
         return self.improvement_examples + self.regression_examples
 
 
-def diff_positions(table: DetailsTable) -> List[int]:
+def diff_positions(table: DetailsTable) -> Sequence[int]:
     """Positions of the rows where both JITs succeeded and a difference was found, ordered by
-    context (stable), read column-wise: no row objects are made."""
+    context (stable), read column-wise: no row objects are made, and rows already in context
+    order (the kept diff list) are not sorted again."""
     c = table.columns
     succeeded = map(and_, map(eq, c.base_result, repeat(SUCCESS)), map(eq, c.diff_result, repeat(SUCCESS)))
-    positions = compress(range(table.row_count), map(and_, map(bool, c.has_diff), succeeded))
-    return sorted(positions, key=c.context.__getitem__)
+    positions = array("q", compress(range(table.row_count), map(and_, map(bool, c.has_diff), succeeded)))
+    contexts = map(c.context.__getitem__, positions)
+    if any(map(gt, contexts, map(c.context.__getitem__, islice(positions, 1, None)))):
+        positions = array("q", sorted(positions, key=c.context.__getitem__))
+    return positions
 
 
 def diff_list(table: DetailsTable) -> List[DetailsRow]:

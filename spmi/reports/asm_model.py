@@ -11,9 +11,10 @@ import json
 import math
 import uuid
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from spmi.base import schema
+from spmi.base.columns import Labels, Numbers, Texts, as_list
 from spmi.base.errors import SuiteError
 
 FORMAT_NAME = "superpmi-asmdiffs-summary"
@@ -224,29 +225,32 @@ class ExampleDiff:
 class DiffRows:
     """Every context with diffs of a collection (the diff list, §12.9), column-wise.
 
-    Position i of each list describes one context; the JSON summary writes each
-    list on one line. Summaries written before these rows existed read as empty.
+    Position i of each column describes one context; the JSON summary writes each
+    column on one line. A run fills the columns compactly (`Numbers`, `Texts`, `Labels` of
+    base/columns, shared with the kept diff-list table); read from JSON they are lists.
+    Summaries written before these rows existed read as empty.
     """
 
-    context: List[int] = field(default_factory=list)
-    method: List[str] = field(default_factory=list)
-    tier: List[str] = field(default_factory=list)
-    minopts: List[bool] = field(default_factory=list)
-    base_bytes: List[int] = field(default_factory=list)
-    diff_bytes: List[int] = field(default_factory=list)
-    base_perfscore: List[float] = field(default_factory=list)
-    diff_perfscore: List[float] = field(default_factory=list)
+    context: Sequence[int] = field(default_factory=list)
+    method: Sequence[str] = field(default_factory=list)
+    tier: Sequence[str] = field(default_factory=list)
+    minopts: Sequence[bool] = field(default_factory=list)
+    base_bytes: Sequence[int] = field(default_factory=list)
+    diff_bytes: Sequence[int] = field(default_factory=list)
+    base_perfscore: Sequence[float] = field(default_factory=list)
+    diff_perfscore: Sequence[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         """Columns of one length and of their types (JSON from elsewhere is checked here)."""
         kinds = {"context": (int,), "method": (str,), "tier": (str,), "minopts": (bool,), "base_bytes": (int,),
                  "diff_bytes": (int,), "base_perfscore": (int, float), "diff_perfscore": (int, float)}
-        length = len(self.context) if isinstance(self.context, list) else -1
+        length = len(self.context) if _is_column(self.context, kinds["context"]) else -1
         for name, types in kinds.items():
             column = getattr(self, name)
-            if not isinstance(column, list) or len(column) != length:
+            if not _is_column(column, types) or len(column) != length:
                 raise ValueError(f"diff_rows.{name} must be a list as long as diff_rows.context")
-            if not all(isinstance(value, types) and (bool not in types or type(value) is bool) for value in column):
+            if isinstance(column, list) and not all(
+                    isinstance(value, types) and (bool not in types or type(value) is bool) for value in column):
                 raise ValueError(f"diff_rows.{name} holds a value that is not {types[0].__name__}")
 
     def __len__(self) -> int:
@@ -258,6 +262,17 @@ class DiffRows:
                             ("base_bytes", base_bytes), ("diff_bytes", diff_bytes),
                             ("base_perfscore", base_perfscore), ("diff_perfscore", diff_perfscore)):
             getattr(self, name).append(value)
+
+
+def _is_column(column: object, types: Tuple[type, ...]) -> bool:
+    """A list, or a compact column whose values are of `types` by construction."""
+    if isinstance(column, list):
+        return True
+    if isinstance(column, Texts):
+        return str in types
+    if isinstance(column, Labels):
+        return all(isinstance(value, types) and (bool not in types or type(value) is bool) for value in column.values)
+    return isinstance(column, Numbers) and column.typecode == ("d" if float in types else "q")
 
 
 @dataclass
@@ -365,9 +380,9 @@ class AsmDiffsSummary(RunFacts):
 
     def to_json(self) -> str:
         """Indented JSON; each column of the diff rows on one line (they can be 100,000s of values)."""
-        document = self.to_document()
+        document = self._document()
         nonce = uuid.uuid4().hex
-        columns: Dict[str, List[Any]] = {}
+        columns: Dict[str, Sequence[Any]] = {}
         for index, collection in enumerate(document["summary"]["collections"]):
             rows = collection.get("diff_rows") or {}
             for name in list(rows):
@@ -375,12 +390,22 @@ class AsmDiffsSummary(RunFacts):
                 columns[marker] = rows[name]
                 rows[name] = marker
         text = json.dumps(document, indent=1, ensure_ascii=False)
-        for marker, column in columns.items():
-            text = text.replace(json.dumps(marker), json.dumps(column, ensure_ascii=False, separators=(",", ":")), 1)
+        for marker in list(columns):  # one column as a list at a time
+            column = json.dumps(as_list(columns.pop(marker)), ensure_ascii=False, separators=(",", ":"))
+            text = text.replace(json.dumps(marker), column, 1)
         return text + "\n"
 
     def to_document(self) -> Dict[str, Any]:
         """The JSON document as Python data (what `to_json` writes)."""
+        document = self._document()
+        for collection in document["summary"]["collections"]:
+            rows = collection.get("diff_rows") or {}
+            for name in rows:
+                rows[name] = as_list(rows[name])
+        return document
+
+    def _document(self) -> Dict[str, Any]:
+        """The document with the diff rows' columns as they are held (compact ones copied)."""
         return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "summary": asdict(self)}
 
     @staticmethod

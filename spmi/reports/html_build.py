@@ -7,44 +7,46 @@ run's summary, or the merged summaries of several runs, into an `HtmlReport`
 """
 from __future__ import annotations
 
-from typing import List, Sequence
+from operator import eq
+from typing import Any, Callable, List, Sequence
 
+from spmi.base.columns import Labels, Numbers, Texts, numbers, taken
 from spmi.formats.details import CODE_BYTES, PERFSCORE, DetailsTable
 from spmi.reports import significance
 from spmi.reports.asm_analysis import diff_positions
 from spmi.reports.asm_model import AsmDiffsSummary, AssertGroup, CollectionReport, DiffRows, MergedSummary
-from spmi.reports.html_report import (
-    CollectionCounts,
-    DiffRow,
-    Failure,
-    HtmlReport,
-    Listing,
-    MetricVerdict,
-    ReportHeader,
-)
+from spmi.reports.html_report import CollectionCounts, Failure, HtmlReport, Listing, MetricVerdict, ReportHeader
 
 #: Failing-context commands shown with one failure entry.
 REPRO_COMMANDS_SHOWN = 5
 
 
 def diff_rows_of(table: DetailsTable) -> DiffRows:
-    """The diff list of a details table (both JITs succeeded, a difference found), by context."""
+    """The diff list of a details table (both JITs succeeded, a difference found), by context.
+
+    Compact columns of a table that holds only the diff list in that order (the kept table of
+    `asm_analysis.DetailsDigest`) are shared, not copied; other columns are taken row by row."""
     positions = diff_positions(table)
+    whole = len(positions) == table.row_count and all(map(eq, positions, range(table.row_count)))
     c = table.columns
-    rows = DiffRows()  # filled column by column (values of the table's types, not checked again)
-    for target, values, convert in ((rows.context, c.context, int), (rows.method, c.method_name, str),
-                                    (rows.tier, c.tier, str), (rows.minopts, c.minopts, bool),
-                                    (rows.base_bytes, table.base_column(CODE_BYTES), int),
-                                    (rows.diff_bytes, table.diff_column(CODE_BYTES), int),
-                                    (rows.base_perfscore, table.base_column(PERFSCORE), float),
-                                    (rows.diff_perfscore, table.diff_column(PERFSCORE), float)):
-        target.extend(map(convert, map(values.__getitem__, positions)))  # type: ignore[attr-defined,arg-type]
-    return rows
 
+    def column(values: Sequence[Any], convert: Callable[[Any], Any], typecode: str = "") -> Sequence[Any]:
+        if whole and (isinstance(values, (Texts, Labels)) or isinstance(values, Numbers) and values.typecode == typecode
+                      or isinstance(values, list) and not typecode):
+            return values
+        if not typecode:
+            return taken(values, positions)
+        converted = list(map(convert, map(values.__getitem__, positions)))
+        try:
+            return numbers(typecode, converted)  # type: ignore[arg-type]
+        except OverflowError:  # beyond 64 bits
+            return converted
 
-def html_rows(label: str, rows: DiffRows) -> List[DiffRow]:
-    return [DiffRow(label, rows.context[i], rows.method[i], rows.tier[i], rows.minopts[i], rows.base_bytes[i],
-                    rows.diff_bytes[i], rows.base_perfscore[i], rows.diff_perfscore[i]) for i in range(len(rows))]
+    return DiffRows(column(c.context, int, "q"), column(c.method_name, str), column(c.tier, str),
+                    column(c.minopts, bool), column(table.base_column(CODE_BYTES), int, "q"),
+                    column(table.diff_column(CODE_BYTES), int, "q"),
+                    column(table.base_column(PERFSCORE), float, "d"),
+                    column(table.diff_column(PERFSCORE), float, "d"))
 
 
 def collection_counts(label: str, collection: CollectionReport) -> CollectionCounts:
@@ -111,7 +113,7 @@ def _fill(report: HtmlReport, summary: AsmDiffsSummary, prefix: str) -> None:
         label = prefix + collection.name
         report.counts.append(collection_counts(label, collection))
         report.failures.extend(collection_failures(label, collection))
-        report.rows.extend(html_rows(label, collection.diff_rows))
+        report.rows.add(label, collection.diff_rows)
         report.metrics.extend(metric_verdicts(label, collection, rules))
     metrics = list(dict.fromkeys(m.metric for m in report.metrics))
     report.significance_rule = significance.rule_line(rules, metrics) if metrics else ""
@@ -149,5 +151,5 @@ def report_from_merged(merged: MergedSummary) -> HtmlReport:
     return report
 
 
-__all__ = ["collection_counts", "collection_failures", "diff_rows_of", "html_rows", "report_from_merged",
+__all__ = ["collection_counts", "collection_failures", "diff_rows_of", "report_from_merged",
            "report_from_summary"]

@@ -1,10 +1,11 @@
 """The asmdiffs HTML diff explorer: one offline, self-contained `diff_report.html`.
 
 Pure rendering: the caller fills an `HtmlReport` (header facts, per-collection
-counts, failures, one `DiffRow` per context with diffs, and `Listing`s for the
-contexts whose `.dasm` files were written, docs/contracts.md §7, §12.9-§12.10)
-and calls `render_html` (one string) or `write_html` (streams the file, written
-temp-name-then-rename).
+counts, failures, a row per context with diffs, and `Listing`s for the contexts
+whose `.dasm` files were written, docs/contracts.md §7, §12.9-§12.10) and calls
+`render_html` (one string) or `write_html` (streams the file, written
+temp-name-then-rename). The rows are a `DiffRowTable`: a collection's `DiffRows`
+columns are shared as they are (no object per row), or `DiffRow`s are added one by one.
 
 The page needs nothing from outside: CSS and script are inline and allowed by a
 strict Content-Security-Policy (hashes, `default-src 'none'`). Everything from
@@ -22,20 +23,25 @@ here.
 from __future__ import annotations
 
 import base64
+import bisect
 import difflib
 import hashlib
 import heapq
 import html
 import json
 import math
+import operator
 import os
 import re
+import sys
+from array import array
 from dataclasses import dataclass, field
+from itertools import chain, groupby, repeat
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union, overload
 
 from spmi.base import fsutil
-from spmi.reports.asm_model import RunFacts
+from spmi.reports.asm_model import DiffRows, RunFacts
 
 ASSETS = Path(__file__).resolve().parent / "html_assets"
 
@@ -134,6 +140,108 @@ class DiffRow:
 
 
 @dataclass
+class RowRun:
+    """Consecutive rows of one collection: their columns and, by position in the run, the
+    other metrics' deltas of the rows that have some. `start` is its first row's index."""
+
+    collection: str
+    columns: DiffRows
+    start: int
+    deltas: Dict[int, Dict[str, float]] = field(default_factory=dict)
+    shared: bool = False  # the columns belong to someone else (a summary): rows are not added to them
+
+
+class DiffRowTable(Sequence[DiffRow]):
+    """The report's rows, held column-wise in runs (a collection's `DiffRows` is shared, not
+    copied); as a sequence it gives one `DiffRow` per index, made when asked for."""
+
+    def __init__(self, rows: Iterable[DiffRow] = ()) -> None:
+        self.runs: List[RowRun] = []
+        self._starts: List[int] = []  # each run's start
+        self._count = 0
+        self.extend(rows)
+
+    def add(self, collection: str, columns: DiffRows) -> None:
+        """A collection's rows, sharing `columns`."""
+        if len(columns):
+            self._new_run(RowRun(collection, columns, self._count, shared=True))
+            self._count += len(columns)
+
+    def append(self, row: DiffRow) -> None:
+        run = self.runs[-1] if self.runs else None
+        if run is None or run.shared or run.collection != row.collection:
+            run = self._new_run(RowRun(row.collection, DiffRows(), self._count))
+        if row.metric_deltas:
+            run.deltas[len(run.columns)] = dict(row.metric_deltas)
+        run.columns.append(row.context, row.method, row.tier, row.minopts, row.base_bytes, row.diff_bytes,
+                           row.base_perfscore, row.diff_perfscore)
+        self._count += 1
+
+    def extend(self, rows: Iterable[DiffRow]) -> None:
+        for row in rows:
+            self.append(row)
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> DiffRow: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> List[DiffRow]: ...
+
+    def __getitem__(self, index: Union[int, slice]) -> Union[DiffRow, List[DiffRow]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        position = index + self._count if index < 0 else index
+        if not 0 <= position < self._count:
+            raise IndexError("row index out of range")
+        run = self._run_of(position)
+        return _row_of(run, position - run.start)
+
+    def __iter__(self) -> Iterator[DiffRow]:
+        for run in self.runs:
+            for offset in range(len(run.columns)):
+                yield _row_of(run, offset)
+
+    def method(self, index: int) -> str:
+        """The method name of row `index` (0 <= index < len)."""
+        run = self._run_of(index)
+        return run.columns.method[index - run.start]
+
+    def _new_run(self, run: RowRun) -> RowRun:
+        self.runs.append(run)
+        self._starts.append(run.start)
+        return run
+
+    def _run_of(self, index: int) -> RowRun:
+        return self.runs[bisect.bisect_right(self._starts, index) - 1]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, DiffRowTable)):
+            return len(self) == len(other) and all(map(operator.eq, self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"DiffRowTable({list(self)!r})"
+
+
+def _row_of(run: RowRun, offset: int) -> DiffRow:
+    c = run.columns
+    return DiffRow(run.collection, c.context[offset], c.method[offset], c.tier[offset], c.minopts[offset],
+                   c.base_bytes[offset], c.diff_bytes[offset], c.base_perfscore[offset], c.diff_perfscore[offset],
+                   dict(run.deltas.get(offset, {})))
+
+
+def _deltas(runs: Iterable[RowRun], base: str, diff: str) -> Iterator[Any]:
+    """diff − base of a pair of columns (`base_bytes`/`diff_bytes`, ...) over the runs' rows, in order."""
+    return chain.from_iterable(map(operator.sub, getattr(run.columns, diff), getattr(run.columns, base))
+                               for run in runs)
+
+
+@dataclass
 class Listing:
     """The base and diff `.dasm` listings of one context and the command that replays it."""
 
@@ -167,10 +275,14 @@ class HtmlReport:
     header: ReportHeader
     counts: List[CollectionCounts] = field(default_factory=list)
     failures: List[Failure] = field(default_factory=list)
-    rows: List[DiffRow] = field(default_factory=list)
+    rows: DiffRowTable = field(default_factory=DiffRowTable)  # a list of `DiffRow`s is taken too
     listings: List[Listing] = field(default_factory=list)
     metrics: List[MetricVerdict] = field(default_factory=list)
     significance_rule: str = ""  # the one line stating the rule the verdicts applied
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rows, DiffRowTable):
+            self.rows = DiffRowTable(self.rows)
 
     @property
     def title(self) -> str:
@@ -417,19 +529,32 @@ def top_bars_svg(title: str, entries: Sequence[Tuple[int, str, int]]) -> str:
 def top_changes(rows: Sequence[DiffRow], indices: Sequence[int], count: int = TOP_COUNT
                 ) -> Tuple[List[Tuple[int, str, int]], List[Tuple[int, str, int]]]:
     """The `count` largest size improvements and regressions among `indices` (row index, name, Δ bytes)."""
-    improved = heapq.nsmallest(count, (i for i in indices if rows[i].delta_bytes < 0),
-                               key=lambda i: (rows[i].delta_bytes, i))
-    regressed = heapq.nsmallest(count, (i for i in indices if rows[i].delta_bytes > 0),
-                                key=lambda i: (-rows[i].delta_bytes, i))
-    as_entry = lambda i: (i, rows[i].method or f"context {rows[i].context}", rows[i].delta_bytes)  # noqa: E731
-    return [as_entry(i) for i in improved], [as_entry(i) for i in regressed]
+    return _top_changes(list(indices), [rows[i].delta_bytes for i in indices], rows, count)
 
 
-def collection_pictures(name: str, rows: Sequence[DiffRow], indices: Sequence[int]) -> str:
-    """One card: byte-delta and PerfScore-delta histograms, top improvements and regressions."""
-    byte_bins = histogram([rows[i].delta_bytes for i in indices], integral=True)
-    perf_bins = histogram([round(rows[i].perfscore_delta, 2) for i in indices])
-    improved, regressed = top_changes(rows, indices)
+def _top_changes(indices: Sequence[int], deltas: Sequence[int], rows: Sequence[DiffRow], count: int = TOP_COUNT
+                 ) -> Tuple[List[Tuple[int, str, int]], List[Tuple[int, str, int]]]:
+    """`top_changes` of the rows at `indices`, whose Δ bytes are `deltas` (one per index)."""
+    positions = range(len(indices))
+    improved = heapq.nsmallest(count, (k for k in positions if deltas[k] < 0), key=lambda k: (deltas[k], indices[k]))
+    regressed = heapq.nsmallest(count, (k for k in positions if deltas[k] > 0),
+                                key=lambda k: (-deltas[k], indices[k]))
+
+    def entry(k: int) -> Tuple[int, str, int]:
+        row = rows[indices[k]]
+        return indices[k], row.method or f"context {row.context}", deltas[k]
+
+    return [entry(k) for k in improved], [entry(k) for k in regressed]
+
+
+def collection_pictures(name: str, rows: DiffRowTable, runs: Sequence[RowRun]) -> str:
+    """One card: byte-delta and PerfScore-delta histograms, top improvements and regressions
+    (`runs`: the collection's rows)."""
+    byte_deltas = list(_deltas(runs, "base_bytes", "diff_bytes"))
+    byte_bins = histogram(byte_deltas, integral=True)
+    perf_bins = histogram([round(delta, 2) for delta in _deltas(runs, "base_perfscore", "diff_perfscore")])
+    indices = list(chain.from_iterable(range(run.start, run.start + len(run.columns)) for run in runs))
+    improved, regressed = _top_changes(indices, byte_deltas, rows)
     label = escape_text(name)
     parts = [f'<article class="card"><h3>{label}</h3>',
              f'<h4>Code bytes Δ per context ({len(indices):,} contexts)</h4>',
@@ -493,23 +618,26 @@ def _delta_cell(value: float, decimals: int = 0) -> str:
     return f'<td class="num {_side_class(value)}">{signed(value, decimals)}</td>'
 
 
-def _overview(report: HtmlReport, by_collection: Dict[str, List[int]]) -> str:
+def _overview(report: HtmlReport, by_collection: Dict[str, List[RowRun]]) -> str:
     counts = {c.collection: c for c in report.counts}
     names = list(dict.fromkeys([*report.header.collections, *counts, *by_collection]))
     body = []
     totals = [0] * 4
     for name in names:
         c = counts.get(name, CollectionCounts(name))
-        rows = [report.rows[i] for i in by_collection.get(name, [])]
-        kinds = [r.size_kind for r in rows]
-        delta = sum(r.delta_bytes for r in rows)
-        perf = sum(r.perfscore_delta for r in rows)
-        totals = [totals[0] + c.contexts, totals[1] + len(rows), totals[2] + c.missing, totals[3] + c.failures]
+        runs = by_collection.get(name, [])
+        byte_deltas = list(_deltas(runs, "base_bytes", "diff_bytes"))
+        improvements, regressions = sum(d < 0 for d in byte_deltas), sum(d > 0 for d in byte_deltas)
+        delta = sum(byte_deltas)
+        perf = sum(_deltas(runs, "base_perfscore", "diff_perfscore"))
+        count = len(byte_deltas)
+        totals = [totals[0] + c.contexts, totals[1] + count, totals[2] + c.missing, totals[3] + c.failures]
         body.append(
-            f'<tr><td>{escape_text(name)}</td><td class="num">{c.contexts:,}</td><td class="num">{len(rows):,}</td>'
-            f'<td class="num good">{kinds.count(IMPROVEMENT):,}</td>'
-            f'<td class="num bad">{kinds.count(REGRESSION):,}</td>'
-            f'<td class="num same">{kinds.count(SAME):,}</td>{_delta_cell(delta)}{_delta_cell(perf, 2)}'
+            f'<tr><td>{escape_text(name)}</td><td class="num">{c.contexts:,}</td><td class="num">{count:,}</td>'
+            f'<td class="num good">{improvements:,}</td>'
+            f'<td class="num bad">{regressions:,}</td>'
+            f'<td class="num same">{count - improvements - regressions:,}</td>'
+            f'{_delta_cell(delta)}{_delta_cell(perf, 2)}'
             f'<td class="num{" warn" if c.missing else ""}">{c.missing:,}</td>'
             f'<td class="num{" warn" if c.failures else ""}">{c.failures:,}</td></tr>')
     summary = (f'<p class="lead">Diffs are based on <strong>{totals[0]:,}</strong> contexts; '
@@ -592,8 +720,8 @@ def _explorer(collections: Sequence[str], tiers: Sequence[str]) -> str:
         '<p id="d-nolisting" class="hint" hidden>No listings were written for this context.</p></section>')
 
 
-def _pictures(report: HtmlReport, by_collection: Dict[str, List[int]]) -> str:
-    cards = [collection_pictures(name, report.rows, indices) for name, indices in by_collection.items() if indices]
+def _pictures(report: HtmlReport, by_collection: Dict[str, List[RowRun]]) -> str:
+    cards = [collection_pictures(name, report.rows, runs) for name, runs in by_collection.items() if runs]
     if not cards:
         return ""
     return ('<section id="pictures"><h2>Pictures</h2><p class="hint">Green: smaller/better, red: larger/worse. '
@@ -640,41 +768,95 @@ def _index_of(values: Iterable[str]) -> Dict[str, int]:
     return index
 
 
-def _metric_columns(rows: Sequence[DiffRow]) -> List[Dict[str, Any]]:
+def _methods(runs: Iterable[RowRun]) -> Iterator[str]:
+    return chain.from_iterable(run.columns.method for run in runs)
+
+
+def _name_codes(rows: DiffRowTable) -> Tuple[array, array]:  # type: ignore[type-arg]
+    """For each row, the first row with the same method name, and the name's number among the
+    distinct names in order of first appearance. Rows are grouped by the names' hashes (one
+    sort of numbers), so no name is held more than once at a time however many rows there are;
+    rows of one hash are told apart by their names."""
+    count = len(rows)
+    offset = 2 ** (sys.hash_info.width - 1)  # hashes made non-negative
+    keys = sorted((hash(name) + offset) * count + row for row, name in enumerate(_methods(rows.runs)))
+    first = array("q", range(count))
+    for _, group in groupby(keys, key=lambda key: key // count):
+        same_hash = [key % count for key in group]  # ascending rows
+        if len(same_hash) > 1:
+            seen: Dict[str, int] = {}
+            for row in same_hash:
+                first[row] = seen.setdefault(rows.method(row), row)
+    del keys
+    codes = array("q", bytes(8 * count))
+    distinct = 0
+    for row, earliest in enumerate(first):
+        if earliest == row:
+            codes[row], distinct = distinct, distinct + 1
+        else:
+            codes[row] = codes[earliest]
+    return first, codes
+
+
+def _metric_columns(rows: DiffRowTable) -> List[Dict[str, Any]]:
     """Other metrics' deltas, sparse: per metric the row indices (ascending) and their deltas."""
     columns: Dict[str, Tuple[List[int], List[float]]] = {}
-    for index, row in enumerate(rows):
-        for name, delta in row.metric_deltas.items():
-            if delta:
-                target = columns.setdefault(name, ([], []))
-                target[0].append(index)
-                target[1].append(round(delta, 4))
+    for run in rows.runs:
+        for offset in sorted(run.deltas):
+            for name, delta in run.deltas[offset].items():
+                if delta:
+                    target = columns.setdefault(name, ([], []))
+                    target[0].append(run.start + offset)
+                    target[1].append(round(delta, 4))
     return [{"name": name, "rows": columns[name][0], "deltas": columns[name][1]} for name in sorted(columns)]
+
+
+def _flag(value: object) -> int:
+    return 1 if value else 0
+
+
+def _rounded(value: float) -> float:
+    return round(value, 2)
 
 
 def _data_json(report: HtmlReport, collections: Dict[str, int], tiers: Dict[str, int],
                listing_of: Dict[Tuple[str, int], int]) -> Iterator[str]:
-    rows = report.rows
-    names = _index_of(r.method for r in rows)
+    """The row table, column by column, each column over the runs in order."""
+    runs = report.rows.runs
+    first, codes = _name_codes(report.rows)
     yield '{"collections":' + embed_json(list(collections)) + ',"tiers":' + embed_json(list(tiers))
     yield ',"names":'
-    yield from _json_array(names)
-    columns = [
-        ("c", lambda r: collections[r.collection]), ("x", lambda r: r.context), ("n", lambda r: names[r.method]),
-        ("t", lambda r: tiers[r.tier]), ("m", lambda r: 1 if r.minopts else 0), ("bb", lambda r: r.base_bytes),
-        ("db", lambda r: r.diff_bytes), ("bp", lambda r: round(r.base_perfscore, 2)),
-        ("dp", lambda r: round(r.diff_perfscore, 2)),
-        ("l", lambda r: listing_of.get((r.collection, r.context), -1))]
+    yield from _json_array(name for row, name in enumerate(_methods(runs)) if first[row] == row)
+
+    def listings(run: RowRun) -> Iterator[int]:
+        own = {context: index for (collection, context), index in listing_of.items() if collection == run.collection}
+        return (own.get(context, -1) for context in run.columns.context)
+
+    columns: List[Tuple[str, Callable[[RowRun], Iterable[Any]]]] = [
+        ("c", lambda run: repeat(collections[run.collection], len(run.columns))),
+        ("x", lambda run: run.columns.context),
+        ("n", lambda run: codes[run.start:run.start + len(run.columns)]),
+        ("t", lambda run: map(tiers.__getitem__, run.columns.tier)), ("m", lambda run: map(_flag, run.columns.minopts)),
+        ("bb", lambda run: run.columns.base_bytes), ("db", lambda run: run.columns.diff_bytes),
+        ("bp", lambda run: map(_rounded, run.columns.base_perfscore)),
+        ("dp", lambda run: map(_rounded, run.columns.diff_perfscore)), ("l", listings)]
     yield ',"rows":{'
-    for position, (key, get) in enumerate(columns):
+    for position, (key, values) in enumerate(columns):
         yield ("," if position else "") + f'"{key}":'
-        yield from _json_array(get(r) for r in rows)
-    yield '},"metrics":' + embed_json(_metric_columns(rows)) + "}"
+        yield from _json_array(chain.from_iterable(map(values, runs)))
+    yield '},"metrics":' + embed_json(_metric_columns(report.rows)) + "}"
 
 
 def _reachable_listings(report: HtmlReport) -> List[Listing]:
     """Listings of contexts that have a row (first one per context wins)."""
-    keys = {(r.collection, r.context) for r in report.rows}
+    wanted: Dict[str, Set[int]] = {}
+    for listing in report.listings:
+        wanted.setdefault(listing.collection, set()).add(listing.context)
+    keys: Set[Tuple[str, int]] = set()
+    for run in report.rows.runs:
+        contexts = wanted.get(run.collection)
+        if contexts:
+            keys.update((run.collection, context) for context in run.columns.context if context in contexts)
     seen = set()
     result = []
     for listing in report.listings:
@@ -688,11 +870,11 @@ def _reachable_listings(report: HtmlReport) -> List[Listing]:
 def iter_html(report: HtmlReport) -> Iterator[str]:
     """The page in pieces (what `render_html` joins and `write_html` streams)."""
     script, style = _asset("report.js"), _asset("report.css")
-    by_collection: Dict[str, List[int]] = {}
-    for index, row in enumerate(report.rows):
-        by_collection.setdefault(row.collection, []).append(index)
+    by_collection: Dict[str, List[RowRun]] = {}
+    for run in report.rows.runs:
+        by_collection.setdefault(run.collection, []).append(run)
     collections = _index_of([*report.header.collections, *by_collection])
-    tiers = _index_of(sorted({r.tier for r in report.rows}))
+    tiers = _index_of(sorted({tier for run in report.rows.runs for tier in set(run.columns.tier)}))
     listings = _reachable_listings(report)
     listing_of = {(listing.collection, listing.context): i for i, listing in enumerate(listings)}
     title = escape_text(report.title)
@@ -729,6 +911,6 @@ def write_html(report: HtmlReport, path: Union[str, "os.PathLike[str]"]) -> Path
 
 
 __all__ = [
-    "Bin", "CollectionCounts", "DiffRow", "Failure", "HtmlReport", "Listing", "ReportHeader",
+    "Bin", "CollectionCounts", "DiffRow", "DiffRowTable", "Failure", "HtmlReport", "Listing", "ReportHeader",
     "content_security_policy", "diff_hunks", "embed_json", "histogram", "iter_html", "render_html", "write_html",
 ]
