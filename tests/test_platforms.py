@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 
 import pytest
 
@@ -113,8 +114,8 @@ def test_stop_signals_held_arrive_when_the_block_ends():
     seen = []
     previous = signal.signal(signal.SIGTERM, lambda number, frame: seen.append(number))
     try:
-        with p.stop_signals_held():
-            os.kill(os.getpid(), signal.SIGTERM)
+        with p.stop_signals_held():  # the mask is this thread's: the signal goes to this thread
+            signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
             assert seen == [] and signal.SIGTERM in signal.sigpending()
         assert seen == [signal.SIGTERM]
     finally:
