@@ -1,7 +1,6 @@
 """OS-specific knowledge, checked for all three hosts on any machine."""
 from __future__ import annotations
 
-import os
 import signal
 import threading
 
