@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spmi.analyzer import cli as analyzer_cli  # noqa: E402
-from spmi.analyzer import core, workers
+from spmi.analyzer import compare, core, scan, workers
 
 REPO = Path(__file__).resolve().parents[1]
 SEPARATOR = "=" * 60
@@ -53,6 +54,38 @@ def file_pair(i: int) -> Tuple[str, str]:
         diff += f"; Total bytes of code {30 + i % 5} for method N{i % 9}.T:R{i}() (Tier1)\n"
         base += f"; Total bytes of code 31 for method N{i % 9}.T:R{i}() (Tier1)\n"
     return base, diff
+
+
+def unit(text: str) -> scan._Unit:
+    found = scan._Unit()
+    found.feed(text.encode("utf-8"), True)
+    return found
+
+
+def test_parts_absorbed_in_order_give_the_sums_and_ties_of_one_pass():
+    """Workers' chunks are merged as if one process compared every pair: float sums are not
+    associative, so each part's addends are added in order, and equal top-list keys keep pair order."""
+    assert (0.1 + 0.2) + 0.3 != 0.1 + (0.2 + 0.3)  # summing per part would show
+    pairs = []
+    for i, perf in enumerate([0.1, 0.2, 0.3, 0.7, 0.1, 0.2]):
+        name = f"T:M{i}() (Tier1)"
+        pairs.append((f"{i}.dasm", unit(listing(name, 30, 1.0)), unit(listing(name, 31, 1.0 + perf))))
+    options = compare.AnalyzeOptions(metrics=["PerfScore", "CodeSize"], count=2)
+    one = compare._Analysis(options)
+    for key, b, d in pairs:
+        one.compare(key, key, b, d)
+    merged = compare._Analysis(options)
+    for chunk in (pairs[:1], pairs[1:4], pairs[4:]):
+        part = compare._Analysis(options, part_of_many=True)
+        for key, b, d in chunk:
+            part.compare(key, key, b, d)
+        merged.absorb(pickle.loads(pickle.dumps(part.part())))  # as a worker sends it
+    expected, found = one.finish().summaries, merged.finish().summaries
+    assert found == expected
+    perf = expected["PerfScore"]
+    assert perf.delta_total == ((((0.1 + 0.2) + 0.3) + 0.7) + 0.1) + 0.2
+    # every CodeSize delta is 1: the tie is broken by name, then by the order of the pairs
+    assert [m.name for m in expected["CodeSize"].top_method_regressions] == ["T:M0() (Tier1)", "T:M1() (Tier1)"]
 
 
 @pytest.fixture(scope="module")

@@ -59,7 +59,7 @@ SPECS: Tuple[OptionSpec, ...] = (
     OptionSpec("--is-subset-of-diffs", (), ValueKind.FLAG, "The inputs are a subset of the contexts with diffs"),
     OptionSpec("--concat-files", (), ValueKind.FLAG, "Treat all base files as one unit and all diff files as another"),
     OptionSpec("--parallelism", ("-parallelism",), value_name="N", extension=True, default="the number of CPUs",
-               help="Processes that read and scan the file pairs (1: this process only); the output is the same "
+               help="Processes that read, scan and compare the file pairs (1: this process only); the output is the same "
                     "for every N"),
 )
 

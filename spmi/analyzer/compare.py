@@ -8,9 +8,11 @@ order (`collation_key`), as jit-analyze's .NET string comparison does.
 """
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from spmi.analyzer.scan import _INSTANCES, METRICS, _decode, _metric_getter, _Unit, code_size_only
 
@@ -81,8 +83,18 @@ class _TopN:
             self.threshold = self.items[-1][0]
 
     def result(self) -> List[tuple]:
+        return [item for _, item in self.kept()]
+
+    def kept(self) -> List[Tuple[float, tuple]]:
+        """The (primary, item) pairs kept, best first (equal keys in the order offered)."""
         self._prune()
-        return [item for _, item in self.items]
+        return self.items
+
+    def offer_kept(self, kept: List[Tuple[float, tuple]]) -> None:
+        """Offer another list's `kept()`, offered after everything offered here so far: the result
+        is what offering that list's own offers here would have given."""
+        for primary, item in kept:
+            self.offer(primary, item)
 
 
 # ------------------------------------------------------------------ results
@@ -170,7 +182,7 @@ class AnalyzeOptions:
     warn: bool = False  # collect files/methods present on one side only
     export: bool = False  # collect what --tsv and --json write (spmi/analyzer/export.py)
     keep_file_pairs: bool = False  # keep the keys of every compared file pair (--retain-only-top-files)
-    parallelism: int = 1  # processes that read and scan the file pairs (--parallelism; 1: this one only)
+    parallelism: int = 1  # processes that read, scan and compare the file pairs (--parallelism; 1: this one only)
 
 
 @dataclass
@@ -272,7 +284,7 @@ class _MetricAccumulator:
                 fbase += b
                 fdelta -= b
                 s.base_unique_methods += 1
-                s.base_unique_value += b
+                self._add_unique(True, b)
                 if b != 0:
                     self._method_changed(name, base_key, self.zero - b, b, be[_INSTANCES], 0)
             for name, de in diff_only:
@@ -280,29 +292,37 @@ class _MetricAccumulator:
                 fdiff += d
                 fdelta += d
                 s.diff_unique_methods += 1
-                s.diff_unique_value += d
+                self._add_unique(False, d)
                 if d != 0:
                     self._method_changed(name, base_key, d, self.zero, 0, de[_INSTANCES])
-        s.base_total += fbase
-        s.diff_total += fdiff
-        s.delta_total += fdelta
-        s.relative_total += frel
+        self._add_totals(fbase, fdiff, fdelta, frel)
         self._file_compared(base_key, diff_key, fdelta, fbase)
 
     def add_single_method_file(self, base_key: str, diff_key: str, name: bytes, be: list, de: list) -> None:
         """add_file() for a file pair holding the same single method on both sides."""
-        s = self.summary
         b = self.get(be)
         d = self.get(de)
         delta = d - b
-        s.paired_methods += 1
-        s.base_total += b
-        s.diff_total += d
-        s.delta_total += delta
-        s.relative_total += delta / b if b else _ratio(delta, b)
+        self.summary.paired_methods += 1
+        self._add_totals(b, d, delta, delta / b if b else _ratio(delta, b))
         if delta != 0:
             self._method_changed(name, base_key, delta, b, be[_INSTANCES], de[_INSTANCES])
         self._file_compared(base_key, diff_key, delta, b)
+
+    def _add_totals(self, base: float, diff: float, delta: float, relative: float) -> None:
+        """One compared file pair's totals."""
+        s = self.summary
+        s.base_total += base
+        s.diff_total += diff
+        s.delta_total += delta
+        s.relative_total += relative
+
+    def _add_unique(self, in_base: bool, value: float) -> None:
+        """A method on one side only (with reconciliation)."""
+        if in_base:
+            self.summary.base_unique_value += value
+        else:
+            self.summary.diff_unique_value += value
 
     def _file_compared(self, base_key: str, diff_key: str, delta: float, base: float) -> None:
         """Count a compared file pair as improved, regressed or unchanged by its total delta."""
@@ -335,6 +355,19 @@ class _MetricAccumulator:
             self.meth_imp.offer(delta, item)
             self.meth_imp_pct.offer(ratio, item)
 
+    def _tops(self) -> List[_TopN]:
+        return [self.file_reg, self.file_imp, self.meth_reg, self.meth_imp, self.meth_reg_pct, self.meth_imp_pct]
+
+    def absorb(self, part: "MetricPart") -> None:
+        """Add what a later run of pairs found (`_AddendsKept.part()`), as if its pairs came here."""
+        s, p = self.summary, part.summary
+        for name in _COUNTED_FIELDS:
+            setattr(s, name, getattr(s, name) + getattr(p, name))
+        for name, addends in part.addends.items():  # added one by one, in order: floats round per addition
+            setattr(s, name, functools.reduce(operator.add, addends, getattr(s, name)))
+        for top, kept in zip(self._tops(), part.tops):
+            top.offer_kept(kept)
+
     def finish(self) -> MetricSummary:
         s = self.summary
         files = lambda top: [FileEntry(*t) for t in top.result()]  # noqa: E731
@@ -348,12 +381,70 @@ class _MetricAccumulator:
         return s
 
 
+#: the summary's counts, which add up in any order
+_COUNTED_FIELDS = ("files_improved", "files_regressed", "files_unchanged", "methods_improved", "methods_regressed",
+                   "paired_methods", "unavailable_methods", "base_unique_methods", "diff_unique_methods")
+#: the summary's sums: a float sum depends on the order of its additions
+_SUMMED_FIELDS = ("base_total", "diff_total", "delta_total", "relative_total", "base_unique_value",
+                  "diff_unique_value")
+
+
+@dataclass
+class MetricPart:
+    """What one metric's accumulator found over a run of file pairs, to be absorbed by another."""
+
+    summary: MetricSummary  # its counts (its sums are in `addends`)
+    addends: Dict[str, List[float]]  # per summed field, every value added, in order
+    tops: List[List[Tuple[float, tuple]]]  # the top lists' kept offers (`_MetricAccumulator._tops`)
+
+
+class _AddendsKept(_MetricAccumulator):
+    """An accumulator over part of the pairs (a worker process's chunk): it keeps its sums' addends,
+    so that adding them in order after the earlier parts gives the very sums of one pass."""
+
+    def __init__(self, metric: str, count: int, reconcile: bool) -> None:
+        super().__init__(metric, count, reconcile)
+        self.addends: Dict[str, List[float]] = {name: [] for name in _SUMMED_FIELDS}
+        a = self.addends
+        self._totals = (a["base_total"].append, a["diff_total"].append, a["delta_total"].append,
+                        a["relative_total"].append)
+
+    def _add_totals(self, base: float, diff: float, delta: float, relative: float) -> None:
+        add_base, add_diff, add_delta, add_relative = self._totals
+        add_base(base)
+        add_diff(diff)
+        add_delta(delta)
+        add_relative(relative)
+
+    def _add_unique(self, in_base: bool, value: float) -> None:
+        self.addends["base_unique_value" if in_base else "diff_unique_value"].append(value)
+
+    def part(self) -> MetricPart:
+        return MetricPart(self.summary, self.addends, [top.kept() for top in self._tops()])
+
+
+@dataclass
+class AnalysisPart:
+    """What an analysis of a run of file pairs found (`_Analysis(..., part_of_many=True)`)."""
+
+    metrics: List[MetricPart]
+    paired_files: int
+    release_listings: int
+    base_only_files: List[str]
+    method_mismatches: List[MethodMismatch]
+    file_pairs: List[Tuple[str, str]]
+    export: Any  # the exporter's part (`export.Exporter.part`), or None
+
+
 class _Analysis:
     """One analysis: compares each base/diff unit pair for every requested metric."""
 
-    def __init__(self, options: AnalyzeOptions, exporter: Optional[object] = None) -> None:
+    def __init__(self, options: AnalyzeOptions, exporter: Optional[Any] = None, part_of_many: bool = False) -> None:
+        """`part_of_many`: this analysis covers a run of the pairs, and its `part()` is absorbed by
+        the analysis of them all."""
         self.options = options
-        self.accumulators = [_MetricAccumulator(m, options.count, options.reconcile) for m in options.metrics]
+        kind = _AddendsKept if part_of_many else _MetricAccumulator
+        self.accumulators = [kind(m, options.count, options.reconcile) for m in options.metrics]
         self.result = AnalysisResult(options, {}, export=exporter)
         self.exporter = exporter
 
@@ -368,7 +459,7 @@ class _Analysis:
         if self.options.keep_file_pairs:
             result.file_pairs.append((base_key, diff_key))
         if self.exporter is not None:
-            self.exporter.add(base_key, diff_key, bt, dt)  # type: ignore[attr-defined]
+            self.exporter.add(base_key, diff_key, bt, dt)
         if bunit.release_methods or dunit.release_methods:
             self._compare_with_release_methods(base_key, diff_key, bt, dt)
             return
@@ -414,6 +505,26 @@ class _Analysis:
         dt_known = {n: e for n, e in dt.items() if n not in unavailable}
         if bt_known or dt_known:
             self._compare_tables(others, base_key, diff_key, bt_known, dt_known, record_mismatches=False)
+
+    def part(self) -> AnalysisPart:
+        """What this analysis of part of the pairs found (made with `part_of_many`)."""
+        r = self.result
+        return AnalysisPart([acc.part() for acc in self.accumulators],  # type: ignore[attr-defined]
+                            r.paired_files, r.release_listings, r.base_only_files, r.method_mismatches,
+                            r.file_pairs, None if self.exporter is None else self.exporter.part())
+
+    def absorb(self, part: AnalysisPart) -> None:
+        """Add the part found over the pairs after those compared here so far."""
+        r = self.result
+        r.paired_files += part.paired_files
+        r.release_listings += part.release_listings
+        r.base_only_files += part.base_only_files
+        r.method_mismatches += part.method_mismatches
+        r.file_pairs += part.file_pairs
+        for acc, metric_part in zip(self.accumulators, part.metrics):
+            acc.absorb(metric_part)
+        if self.exporter is not None:
+            self.exporter.absorb(part.export)
 
     def finish(self) -> AnalysisResult:
         self.result.summaries = {acc.summary.metric: acc.finish() for acc in self.accumulators}

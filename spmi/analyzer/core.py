@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 from spmi.analyzer import workers
-from spmi.analyzer.compare import AnalysisResult, AnalyzeInputError, AnalyzeOptions, AnalyzeUsageError, _Analysis
+from spmi.analyzer.compare import (AnalysisPart, AnalysisResult, AnalyzeInputError, AnalyzeOptions, AnalyzeUsageError,
+                                   _Analysis)
 from spmi.analyzer.export import Exporter
 from spmi.analyzer.render import render_markdown
-from spmi.analyzer.scan import METRICS, UnitFields, _Unit
+from spmi.analyzer.scan import METRICS, _Unit
 from spmi.base import fsutil
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -328,18 +329,12 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
         diff_root, diff_keys = _side_files(diff, diff_kind, options) if diff_kind == "file" else (diff, None)
         listed = set(diff_keys) if diff_keys is not None else None
     source = PairSource(os.path.join(base_root, ""), os.path.join(diff_root, ""), listed is None, need_text)
-    to_read = base_keys if listed is None else [key for key in base_keys if key in listed]
-    with _pairs_read(source, to_read, options.parallelism) as reads:
-        for key in base_keys:
-            read = next(reads) if listed is None or key in listed else None
-            if read is None:
-                if options.warn:
-                    result.base_only_files.append(key)
-                continue
-            bunit, dunit, differ = read
-            if differ:
-                known.differing.add(key)
-            run.compare(key, key, bunit, dunit)
+    keys: List[KeyToRead] = [(key, listed is None or key in listed) for key in base_keys]
+    processes = worker_count(options.parallelism, sum(1 for _, pairable in keys if pairable))
+    if processes:
+        _analyze_in_workers(run, source, keys, processes, known)
+    else:
+        _analyze_keys(run, source, keys, known.differing)
     if options.warn:
         if listed is None:
             listed = set(_list_files(diff, options.file_extension, options.file_filter, options.recursive))
@@ -358,12 +353,18 @@ class PairSource:
 
 #: A pair read: (base unit, diff unit, bytes differ), or None when the diff side has no regular file.
 PairRead = Optional[Tuple[_Unit, _Unit, bool]]
+#: A base key, and whether the diff listing has it (or may have it, when the diff side was not listed).
+KeyToRead = Tuple[str, bool]
 
 #: Fewer pairs than this per worker are read in this process: starting workers would cost more
 #: than they save (`bench/analyzer.py`).
 _MIN_PAIRS_PER_WORKER = 256
-#: Pairs per chunk handed to a worker, at most (a chunk is also the work a stop waits for).
-_MAX_CHUNK_PAIRS = 256
+#: Pairs per chunk handed to a worker, at most (a chunk is also the work a stop waits for: 4096
+#: one-method pairs take a worker about 0.1 s). Below that, each worker gets about
+#: _CHUNKS_PER_WORKER chunks: few enough that handing them out costs little (`bench/analyzer.py`),
+#: enough that no worker idles long at the end.
+_MAX_CHUNK_PAIRS = 4096
+_CHUNKS_PER_WORKER = 8
 
 
 def read_pair(source: PairSource, key: str) -> PairRead:
@@ -384,30 +385,50 @@ def read_pair(source: PairSource, key: str) -> PairRead:
         os.close(dfd)
 
 
-#: A pair read as a worker process sends it: both units' fields (the diff's None when it is the
-#: base's, identical files) and whether the bytes differ.
-SentRead = Optional[Tuple[UnitFields, Optional[UnitFields], bool]]
+def _analyze_keys(run: _Analysis, source: PairSource, keys: List[KeyToRead], differing: Set[str]) -> None:
+    """Compare the pairs of `keys`, in order; `differing` gets the keys whose two files' bytes differ."""
+    warn = run.options.warn
+    for key, listed in keys:
+        read = read_pair(source, key) if listed else None
+        if read is None:
+            if warn:
+                run.result.base_only_files.append(key)
+            continue
+        bunit, dunit, differ = read
+        if differ:
+            differing.add(key)
+        run.compare(key, key, bunit, dunit)
 
 
-def read_pairs(source: PairSource, keys: List[str]) -> List[SentRead]:
-    """`read_pair` for each key, in order, as sent back: one worker process's chunk."""
+@dataclass(frozen=True)
+class ChunkTask:
+    """What a worker process needs to analyze a chunk of the keys."""
+
+    source: PairSource
+    options: AnalyzeOptions
+
+
+def analyze_chunk(task: ChunkTask, keys: List[KeyToRead]) -> Tuple[AnalysisPart, Set[str]]:
+    """One worker process's chunk: its pairs read, scanned and compared, as a part of the whole
+    analysis, and the keys whose bytes differ."""
     with _collection_paused():
-        return [_sent(read_pair(source, key)) for key in keys]
+        options = task.options
+        part = _Analysis(options, Exporter(options) if options.export else None, part_of_many=True)
+        differing: Set[str] = set()
+        _analyze_keys(part, task.source, keys, differing)
+        return part.part(), differing
 
 
-def _sent(read: PairRead) -> SentRead:
-    if read is None:
-        return None
-    bunit, dunit, differ = read
-    return bunit.fields(), None if dunit is bunit else dunit.fields(), differ
-
-
-def _received(sent: SentRead) -> PairRead:
-    if sent is None:
-        return None
-    bfields, dfields, differ = sent
-    bunit = _Unit.from_fields(bfields)
-    return bunit, bunit if dfields is None else _Unit.from_fields(dfields), differ
+def _analyze_in_workers(run: _Analysis, source: PairSource, keys: List[KeyToRead], processes: int,
+                        known: _ComparedPairs) -> None:
+    """`_analyze_keys` by `processes` worker processes, a chunk each at a time; every chunk's part
+    is absorbed in the order of the keys, so the result is exactly that of one process."""
+    chunk = min(_MAX_CHUNK_PAIRS, -(-len(keys) // (processes * _CHUNKS_PER_WORKER)))
+    with workers.results_in_order(analyze_chunk, ChunkTask(source, run.options),
+                                  workers.split_into_chunks(keys, chunk), processes) as parts:
+        for part, differing in parts:
+            run.absorb(part)
+            known.differing |= differing
 
 
 def worker_count(parallelism: int, pairs: int) -> int:
@@ -415,18 +436,6 @@ def worker_count(parallelism: int, pairs: int) -> int:
     for its start; 0 means this process reads them all."""
     workers = min(parallelism, pairs // _MIN_PAIRS_PER_WORKER)
     return workers if workers > 1 else 0
-
-
-@contextmanager
-def _pairs_read(source: PairSource, keys: List[str], parallelism: int) -> Iterator[Iterator[PairRead]]:
-    """The pairs of `keys` read in order: here, or by worker processes when there are enough."""
-    processes = worker_count(parallelism, len(keys))
-    if not processes:
-        yield (read_pair(source, key) for key in keys)
-        return
-    chunk = min(_MAX_CHUNK_PAIRS, -(-len(keys) // (processes * 8)))
-    with workers.results_in_order(read_pairs, source, workers.split_into_chunks(keys, chunk), processes) as sent:
-        yield map(_received, sent)
 
 
 def _feed_path(unit: _Unit, path: str, starts_input: bool) -> None:

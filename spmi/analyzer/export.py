@@ -68,6 +68,17 @@ class Exporter:
         if element is not None:
             self.files.append(element)
 
+    def part(self) -> Tuple[Dict[str, List[str]], List[Dict[str, Any]]]:
+        """What this exporter of part of the pairs collected (`absorb` adds it to another)."""
+        return self.rows, self.files
+
+    def absorb(self, part: Tuple[Dict[str, List[str]], List[Dict[str, Any]]]) -> None:
+        """Add what an exporter of the pairs after these collected."""
+        rows, files = part
+        for metric, mine in self.rows.items():
+            mine += rows[metric]
+        self.files += files
+
     def _rows(self, metric: str, base_key: str, paired: List[Tuple[bytes, list, list]],
               base_only: List[Tuple[bytes, list]], diff_only: List[Tuple[bytes, list]]) -> List[str]:
         get = _GETTERS[metric]

@@ -167,10 +167,6 @@ def _lines_read(lines: List[bytes], data: bytes) -> List[bytes]:
     return [line.split(b"\r", 1)[0] for line in lines]
 
 
-#: A unit's methods, bare release footers and 2026 release footers (`_Unit.fields`).
-UnitFields = Tuple[Dict[bytes, list], int, int]
-
-
 class _Unit:
     """Methods of one input unit (a file, or all files of a side with --concat-files).
 
@@ -284,16 +280,6 @@ class _Unit:
             entry[_RELEASE] += 1
         elif not line0:
             entry[_INSTANCES] += 1
-
-    def fields(self) -> "UnitFields":
-        """What a worker process sends back: plain fields pickle about twice as fast as the object."""
-        return self.methods, self.release_footers, self.release_methods
-
-    @classmethod
-    def from_fields(cls, fields: "UnitFields") -> "_Unit":
-        unit = cls()
-        unit.methods, unit.release_footers, unit.release_methods = fields
-        return unit
 
     def measured_methods(self) -> Dict[bytes, list]:
         """The methods to compare. Without release footers this is every group, exactly as

@@ -1,9 +1,8 @@
 """Worker processes of the built-in analyzer (`--parallelism`, docs/contracts.md §8.1).
 
 `results_in_order` runs `task(shared, chunk)` for chunks of a list in worker processes and hands
-back the results one item at a time, in the order of the list: whatever the workers' speed, the
-caller sees exactly what one process would have computed. Only a few chunks are in flight at a
-time, so memory does not grow with the input.
+back the chunks' results in the order of the chunks, whatever the workers' speed. Only a few
+chunks are in flight at a time, so memory does not grow with the input.
 
 Workers start with Ctrl-C and SIGTERM held (`platforms.stop_signals_held`), then ignore SIGINT (a
 Ctrl-C in a terminal reaches the whole process group, and the parent alone decides what stops) and
@@ -50,15 +49,15 @@ def split_into_chunks(items: Sequence[Item], size: int) -> List[List[Item]]:
 
 
 @contextmanager
-def results_in_order(task: Callable[[Shared, List[Item]], List[Result]], shared: Shared,
+def results_in_order(task: Callable[[Shared, List[Item]], Result], shared: Shared,
                      chunks: Sequence[List[Item]], processes: int) -> Iterator[Iterator[Result]]:
-    """Within the block: an iterator of `task(shared, chunk)`'s results, chunk after chunk in order,
-    computed by `processes` worker processes. A worker that dies raises SuiteError."""
+    """Within the block: an iterator of `task(shared, chunk)` for each chunk in order, computed by
+    `processes` worker processes. A worker that dies raises SuiteError."""
     method = platforms.worker_start_method(platforms.detect_host_os(), threading.active_count())
     executor = concurrent.futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context(method),
                                                       initializer=_worker_signals)
     waiting = iter(chunks)
-    pending: Deque["concurrent.futures.Future[List[Result]]"] = collections.deque()
+    pending: Deque["concurrent.futures.Future[Result]"] = collections.deque()
 
     def submit_next() -> None:
         chunk = next(waiting, None)
@@ -74,14 +73,14 @@ def results_in_order(task: Callable[[Shared, List[Item]], List[Result]], shared:
         executor.shutdown(wait=True, cancel_futures=True)
 
 
-def _collect(pending: Deque["concurrent.futures.Future[List[Result]]"],
+def _collect(pending: Deque["concurrent.futures.Future[Result]"],
              submit_next: Callable[[], None]) -> Iterator[Result]:
     """The chunks' results in order; each result taken makes room for the next chunk."""
     while pending:
         try:
-            results = pending.popleft().result()
+            result = pending.popleft().result()
         except concurrent.futures.process.BrokenProcessPool as exc:
             raise SuiteError(f"a worker process of the analyzer ended unexpectedly ({exc}); "
                              "run again, or with --parallelism 1") from None
         submit_next()
-        yield from results
+        yield result
