@@ -16,8 +16,14 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 from spmi.analyzer import workers
-from spmi.analyzer.compare import (AnalysisPart, AnalysisResult, AnalyzeInputError, AnalyzeOptions, AnalyzeUsageError,
-                                   _Analysis)
+from spmi.analyzer.compare import (
+    AnalysisPart,
+    AnalysisResult,
+    AnalyzeInputError,
+    AnalyzeOptions,
+    AnalyzeUsageError,
+    _Analysis,
+)
 from spmi.analyzer.export import Exporter
 from spmi.analyzer.render import render_markdown
 from spmi.analyzer.scan import METRICS, _Unit
