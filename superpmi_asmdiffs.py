@@ -52,6 +52,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("-work_item_timeout", metavar="H:MM:SS",
                         help="the work item's Helix timeout (the .proj passes it): replays stop early enough "
                              "to leave time for the summaries, which name the collections that timed out")
+    parser.add_argument("--no_overlap", action="store_true",
+                        help="download every collection before the first diff type starts "
+                             "(default: the first type replays each collection as soon as it is downloaded)")
     pipeline.add_signal_options(parser)
     return parser
 

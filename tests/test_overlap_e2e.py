@@ -4,14 +4,17 @@ commands fetch them through the loopback fault proxy, throttled so that a downlo
 a second (docs/contracts.md §11.3, §12.5, §12.20)."""
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import pytest
 from e2e_support import superpmi_processes_for
@@ -193,3 +196,67 @@ def test_a_failed_download_names_its_collection_and_the_next_run_fetches_only_it
                       if method == "GET" and ".zip" in path})
     assert broken in fetched and not [name for name in fetched if SETS[0] in name], fetched
     assert (cache_dir(spmi) / "superpmi_download_complete.json").is_file()
+
+
+# ---------------------------------------------------------------- the Helix work item
+
+def work_item_payload(toolchain, root: Path) -> Path:
+    """A linux-x64 correlation payload: the real scripts, the sample Core_Root and both JITs."""
+    from spmi.pipeline import common as pipeline
+    payload = root / "payload"
+    shutil.copytree(toolchain.core_root, payload, symlinks=True)
+    for name in ("superpmi.py", pipeline.DRIVER_SCRIPT):
+        shutil.copy2(REPO / name, payload / name)
+    shutil.copytree(REPO / "spmi", payload / "spmi", ignore=shutil.ignore_patterns("__pycache__"))
+    jit = pipeline.partition_for_target("linux", "x64").jit_name("linux")
+    for side, source in (("base", toolchain.base_dir / "libclrjit.so"), ("diff", toolchain.core_root / "libclrjit.so")):
+        (payload / side / "checked").mkdir(parents=True)
+        shutil.copy2(source, payload / side / "checked" / jit)
+    return payload
+
+
+def run_work_item(toolchain, root: Path, storage_url: str, *extra: str) -> Tuple[subprocess.CompletedProcess, Path]:
+    from spmi.pipeline import common as pipeline
+    payload = work_item_payload(toolchain, root)
+    upload = root / "upload"
+    upload.mkdir()
+    argv = [sys.executable, str(payload / pipeline.DRIVER_SCRIPT), "-base_jit_directory", str(payload / "base"),
+            "-diff_jit_directory", str(payload / "diff"), "-log_directory", str(upload), "-arch", "x64",
+            "-platform", "linux", "-type", "asmdiffs", "-payload_directory", str(payload), *extra]
+    (root / "tmp").mkdir()
+    proc = run(argv, child_env(root / "tmp", SUPERPMI_STORAGE_URL=storage_url))
+    return proc, upload
+
+
+def work_item_results(upload: Path, payload: Path) -> Dict[str, str]:
+    """The summaries, report and listings a work item left (not its logs and status)."""
+    found = {}
+    for path in sorted(upload.iterdir()):
+        if path.suffix == ".zip":
+            with zipfile.ZipFile(path) as archive:
+                found[path.name] = "\n".join(f"{n}:{archive.read(n).decode()}" for n in sorted(archive.namelist()))
+        elif path.suffix != ".log" and "status" not in path.name:
+            found[path.name] = path.read_text(encoding="utf-8").replace(str(payload), "<payload>")
+    return found
+
+
+def test_work_item_replays_while_downloading_and_leaves_what_download_first_leaves(published, toolchain, fault_proxy,
+                                                                                   tmp_path):
+    first_root, overlapped_root = tmp_path / "download_first", tmp_path / "overlapped"
+    sequential, first_upload = run_work_item(toolchain, first_root, published.account_url, "--no_overlap")
+    assert sequential.returncode == 0, sequential.stdout + sequential.stderr
+    fault_proxy.per_connection_bytes_per_second = THROTTLE
+    overlapped, overlapped_upload = run_work_item(toolchain, overlapped_root, fault_proxy.account_url)
+    assert overlapped.returncode == 0, overlapped.stdout + overlapped.stderr
+
+    results = work_item_results(first_upload, first_root / "payload")
+    assert any(name.endswith(".md") for name in results) and any(name.endswith(".zip") for name in results), results
+    assert work_item_results(overlapped_upload, overlapped_root / "payload") == results
+    log = (overlapped_upload / "superpmi_asmdiffs_linux_x64.log").read_text(encoding="utf-8")
+    started_first = log.index(f"{SETS[0]}.linux.x64.checked.mch")
+    last_arrived = log.index(f"Downloaded {SETS[-1]}.linux.x64.checked.mch")
+    assert started_first < last_arrived, "asmdiffs waited for every download:\n" + log
+    status = json.loads((overlapped_upload / "superpmi_status_linux_x64.json").read_text(encoding="utf-8"))
+    assert [s["name"] for s in status["steps"]] == ["download", "asmdiffs", "asmdiffs markdown"]
+    assert status["ok"] is True
+    assert leftovers(overlapped_root / "tmp") == []

@@ -35,6 +35,9 @@ if value("-log_file"):
     Path(value("-log_file")).write_text("log of " + command + "\n")
 if command == "download":
     sys.exit(1 if scenario == "download_fails" else 0)
+if scenario == "download_fails" and "-mch_files" not in argv:  # a diff type downloading the collections
+    print("Error: cannot download collection linux.x64.checked.mch: connection reset")
+    sys.exit(1)
 if command == "asmdiffs":
     spmi = Path(value("-spmi_location"))
     if scenario in ("diffs", "assert", "gate"):
@@ -118,7 +121,7 @@ def test_clean_run_leaves_every_declared_file(tmp_path: Path) -> None:
     assert "report of diffs" in (upload / "superpmi_asmdiffs_report_linux_arm64.html").read_text()
     with zipfile.ZipFile(upload / "Asmdiffs_linux_arm64.zip") as archive:
         assert archive.namelist() == ["asm.libraries.pmi/base/12.dasm"]
-    download, asmdiffs, summarize = result["calls"]
+    asmdiffs, summarize, download = result["calls"]  # asmdiffs downloads; the download step then checks
     jit = "libclrjit_universal_arm64_x64.so"
     assert download[:2] == ["download", "--no_progress"]
     assert download[download.index("-core_root") + 1] == str(payload)
@@ -164,15 +167,36 @@ def test_no_diffs_zip_and_failed_download_placeholders(tmp_path: Path) -> None:
     failed = run_driver(tmp_path / "b", "download_fails")
     upload = failed["upload"]
     assert failed["proc"].returncode == 1
-    assert [c[0] for c in failed["calls"]] == ["download"]
+    assert [c[0] for c in failed["calls"]] == ["asmdiffs", "download"]
     for name in ("superpmi_asmdiffs_summary_linux_arm64.md", "superpmi_asmdiffs_summary_linux_arm64.json",
-                 "superpmi_asmdiffs_linux_arm64.log", "superpmi_asmdiffs_report_linux_arm64.html"):
+                 "superpmi_asmdiffs_report_linux_arm64.html"):
         assert (upload / name).read_text() == "<empty>"
+    assert (upload / "superpmi_asmdiffs_linux_arm64.log").read_text() == "log of asmdiffs\n"
     status = json.loads((upload / "superpmi_status_linux_arm64.json").read_text())
     assert sorted(status["placeholders"]) == sorted(["superpmi_asmdiffs_summary_linux_arm64.md",
                                                      "superpmi_asmdiffs_summary_linux_arm64.json",
-                                                     "superpmi_asmdiffs_linux_arm64.log",
                                                      "superpmi_asmdiffs_report_linux_arm64.html"])
+    steps = {s["name"]: s for s in status["steps"]}
+    assert not steps["asmdiffs"]["ok"] and not steps["download"]["ok"]
+    assert any("linux.x64.checked.mch" in p for p in steps["asmdiffs"]["problems"]), steps["asmdiffs"]
+
+
+def test_a_failed_download_stops_the_types_after_the_first(tmp_path: Path) -> None:
+    result = run_driver(tmp_path, "download_fails", type_name="all")
+    assert result["proc"].returncode == 1
+    assert [c[0] for c in result["calls"]] == ["asmdiffs", "download"]
+    for name in ("superpmi_tpdiff_summary_linux_arm64.md", "superpmi_memdiff_summary_linux_arm64.md"):
+        assert (result["upload"] / name).read_text() == "<empty>"
+
+
+def test_no_overlap_and_payload_collections_download_first(tmp_path: Path) -> None:
+    no_overlap = run_driver(tmp_path / "a", "diffs", extra=["--no_overlap"])
+    assert no_overlap["proc"].returncode == 0, no_overlap["proc"].stdout + no_overlap["proc"].stderr
+    assert [c[0] for c in no_overlap["calls"]] == ["download", "asmdiffs", "summarize"]
+    staged = run_driver(tmp_path / "b", "diffs", extra=["-mch_files", "mch/a.mch"])
+    assert staged["proc"].returncode == 0, staged["proc"].stdout + staged["proc"].stderr
+    assert [c[0] for c in staged["calls"]] == ["download", "asmdiffs", "summarize"]
+    assert all(c[c.index("-mch_files") + 1] == "mch/a.mch" for c in staged["calls"][:2])
 
 
 def test_all_types_release_jits_pin_and_the_memory_gate(tmp_path: Path) -> None:
@@ -181,7 +205,7 @@ def test_all_types_release_jits_pin_and_the_memory_gate(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "work item linux-arm64 failed in: memdiff (memory gate)" in proc.stdout + proc.stderr
     commands = [c[0] for c in result["calls"]]
-    assert commands == ["download", "asmdiffs", "summarize", "tpdiff", "summarize", "memdiff", "summarize"]
+    assert commands == ["asmdiffs", "summarize", "download", "tpdiff", "summarize", "memdiff", "summarize"]
     calls = {c[0]: c for c in result["calls"] if c[0] != "summarize"}
     jit = "libclrjit_universal_arm64_x64.so"
     for name in ("tpdiff", "memdiff"):
@@ -215,10 +239,10 @@ def test_tpdiff_without_pin_in_the_payload_is_a_failed_step(tmp_path: Path) -> N
                           env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     status = json.loads((upload / "superpmi_status_linux_x64.json").read_text())
-    assert status["steps"][-1]["name"] == "tpdiff"
+    tpdiff = next(s for s in status["steps"] if s["name"] == "tpdiff")
     pintool = payload / "pin" / "clrjit_inscount_x64" / "libclrjit_inscount.so"
-    assert status["steps"][-1]["problems"] == [f"PIN package file {payload / 'pin' / 'pin'} is not in the payload",
-                                               f"PIN package file {pintool} is not in the payload"]
+    assert tpdiff["problems"] == [f"PIN package file {payload / 'pin' / 'pin'} is not in the payload",
+                                f"PIN package file {pintool} is not in the payload"]
     assert (upload / "superpmi_tpdiff_summary_linux_x64.md").read_text() == "<empty>"
 
 
@@ -234,7 +258,8 @@ def test_missing_jit_is_a_failed_step(tmp_path: Path) -> None:
                           env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     status = json.loads((tmp_path / "p" / "upload" / "superpmi_status_linux_arm64.json").read_text())
-    assert "is not in the payload" in status["steps"][-1]["problems"][0]
+    asmdiffs = next(s for s in status["steps"] if s["name"] == "asmdiffs")
+    assert not asmdiffs["ok"] and "is not in the payload" in asmdiffs["problems"][0]
 
 
 def test_bad_arguments_are_one_line() -> None:

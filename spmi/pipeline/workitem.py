@@ -1,5 +1,6 @@
 """The Helix work item (`superpmi_asmdiffs.py`, docs/contracts.md §12.15): download the
-collections, run each diff type through `superpmi.py`, and leave summaries, logs, `.dasm`
+collections (the first diff type replaying each one as soon as it is ready), run each diff
+type through `superpmi.py`, and leave summaries, logs, `.dasm`
 zips, the asmdiffs HTML diff explorer and a status document in the upload folder. Argument vectors are pure; steps do the I/O.
 """
 from __future__ import annotations
@@ -48,6 +49,7 @@ class DriverConfig:
     replay_deadline: Optional[float] = None   # time.monotonic() by which replays must have stopped
     noise_check: bool = False                 # tpdiff/memdiff/metricdiff run the A/A calibration
     significance: List[Tuple[str, float]] = field(default_factory=list)  # -significance overrides
+    overlap: bool = True                      # the first type replays while the collections download
 
     @property
     def host_arch(self) -> str:
@@ -465,6 +467,13 @@ def status_document(cfg: DriverConfig, steps: Sequence[StepResult], hashes: Mapp
     }
 
 
+def overlaps_download(cfg: DriverConfig) -> bool:
+    """Whether the first diff type downloads the collections itself, replaying each one as soon
+    as it is ready, before the download step (which then finds them cached and only checks
+    them: docs/contracts.md §12.15). Collections named by `-mch_files` need no download."""
+    return cfg.overlap and not cfg.mch_files and bool(cfg.types)
+
+
 def run_work_item(cfg: DriverConfig, environ: Mapping[str, str]) -> int:
     cfg.upload.mkdir(parents=True, exist_ok=True)
     cfg.spmi_location.mkdir(parents=True, exist_ok=True)
@@ -480,11 +489,15 @@ def run_work_item(cfg: DriverConfig, environ: Mapping[str, str]) -> int:
         finish_work_item(cfg, [StepResult("driver", 1, False, "", missing)])
         return 1
     try:
+        remaining = list(cfg.types)
+        if overlaps_download(cfg):
+            log.info("%s replays each collection as soon as it is downloaded", remaining[0].name)
+            steps.extend(run_diff_type(cfg, remaining.pop(0), env))
         download = run_step("download", download_argv(cfg), cfg.payload, env,
                             pipeline.download_log_name(cfg.target_os, cfg.target_arch, cfg.part))
-        steps.append(download)
+        steps.insert(0, download)  # the shared step every type depends on is listed first (the likely cause)
         if download.ok:
-            for diff_type in cfg.types:
+            for diff_type in remaining:
                 steps.extend(run_diff_type(cfg, diff_type, env))
         if any(t.wants_dasm_zip for t in cfg.types):
             zip_path = cfg.upload / pipeline.dasm_zip_name(cfg.target_os, cfg.target_arch, cfg.part)
@@ -553,7 +566,8 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> Dr
         python=environ.get("HELIX_PYTHONPATH") or sys.executable,
         part=part_from_args(args.part),
         replay_deadline=replay_deadline(args.work_item_timeout, time.monotonic()),
-        noise_check=bool(args.noise_check), significance=list(args.significance))
+        noise_check=bool(args.noise_check), significance=list(args.significance),
+        overlap=not args.no_overlap)
 
 
 def part_from_args(text: Optional[str]) -> Part:
