@@ -260,3 +260,45 @@ def test_work_item_replays_while_downloading_and_leaves_what_download_first_leav
     assert [s["name"] for s in status["steps"]] == ["download", "asmdiffs", "asmdiffs markdown"]
     assert status["ok"] is True
     assert leftovers(overlapped_root / "tmp") == []
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find leftover processes")
+def test_sigterm_to_an_overlapping_work_item_stops_both_sides_and_keeps_its_files(published, toolchain, fault_proxy,
+                                                                                  tmp_path):
+    from spmi.pipeline import common as pipeline
+    payload = work_item_payload(toolchain, tmp_path)
+    upload = tmp_path / "upload"
+    upload.mkdir()
+    temp_root = tmp_path / "tmp"
+    temp_root.mkdir()
+    fault_proxy.trickle(interval=0.05, path_contains=SETS[-1])  # the last collection never arrives in time
+    spmi = payload / pipeline.SPMI_LOCATION
+    first = cache_dir(spmi) / f"{SETS[0]}.linux.x64.checked.mch"
+    argv = [sys.executable, str(payload / pipeline.DRIVER_SCRIPT), "-base_jit_directory", str(payload / "base"),
+            "-diff_jit_directory", str(payload / "diff"), "-log_directory", str(upload), "-arch", "x64",
+            "-platform", "linux", "-type", "asmdiffs", "-payload_directory", str(payload)]
+    env = child_env(temp_root, SUPERPMI_STORAGE_URL=fault_proxy.account_url, SPMI_SAMPLE_COMPILE_US="20000")
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not both_at_work(fault_proxy, first) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert both_at_work(fault_proxy, first), "the work item never replayed while the last collection downloaded"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, out
+    assert "Traceback" not in out
+    time.sleep(0.3)
+    assert superpmi_processes_for(first) == [], "superpmi survived the SIGTERM"
+    assert leftovers(temp_root) == [], "temporary files left behind"
+    cached = leftovers(cache_dir(spmi))
+    assert not [name for name in cached if ".part" in name or name.startswith(".")], cached
+    assert "superpmi_download_complete.json" not in cached and f"{SETS[-1]}.linux.x64.checked.mch" not in cached
+    status = json.loads((upload / pipeline.status_name("linux", "x64")).read_text(encoding="utf-8"))
+    assert not status["ok"] and any("terminated by SIGTERM" in p for s in status["steps"] for p in s["problems"])
+    for name in pipeline.declared_results(pipeline.partition_for_target("linux", "x64"),
+                                          pipeline.expand_types("asmdiffs")):
+        assert (upload / name).is_file(), f"{name} missing: Helix fails on a declared result that is missing"
