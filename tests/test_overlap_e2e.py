@@ -20,6 +20,7 @@ import pytest
 from e2e_support import superpmi_processes_for
 
 from sample.make_toolchain import make_toolchain
+from spmi.pipeline import common as pipeline
 
 REPO = Path(__file__).resolve().parent.parent
 GUID = "0ddba11a-5e7f-4c1d-9a2b-3c4d5e6f7a8b"
@@ -140,17 +141,10 @@ def both_at_work(fault_proxy, first: Path) -> bool:
     return bool(superpmi_processes_for(first)) and fault_proxy.count("GET", SETS[-1]) >= 1
 
 
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find leftover processes")
-@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
-def test_interrupt_during_overlap_leaves_no_process_and_no_partial_file(published, toolchain, fault_proxy, tmp_path,
-                                                                       stop_signal):
-    temp_root = tmp_path / "tmp"
-    temp_root.mkdir()
-    spmi = tmp_path / "spmi"
-    fault_proxy.trickle(interval=0.05, path_contains=SETS[-1])  # the last collection never arrives in time
-    first = cache_dir(spmi) / f"{SETS[0]}.linux.x64.checked.mch"
-    argv = suite_argv("asmdiffs", toolchain, spmi, fault_proxy.account_url)
-    env = child_env(temp_root, SPMI_SAMPLE_COMPILE_US="20000")  # the first replay takes seconds
+def stop_once_both_at_work(argv: List[str], env: Dict[str, str], fault_proxy, first: Path,
+                           stop_signal: int) -> Tuple[int, str]:
+    """Run `argv`, send `stop_signal` once it replays `first` while the last collection downloads,
+    and return its exit code and output."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         deadline = time.monotonic() + 60
@@ -162,15 +156,35 @@ def test_interrupt_during_overlap_leaves_no_process_and_no_partial_file(publishe
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == (143 if stop_signal == signal.SIGTERM else 130), out
+    return proc.returncode, out
+
+
+def assert_stopped_cleanly(out: str, first: Path, temp_root: Path, cache: Path) -> None:
+    """No traceback, no superpmi left, no temporary file, no partial or recorded-complete download."""
     assert "Traceback" not in out
     time.sleep(0.3)
     assert superpmi_processes_for(first) == [], "superpmi survived the interrupt"
     assert leftovers(temp_root) == [], "temporary files left behind"
-    cached = leftovers(cache_dir(spmi))
+    cached = leftovers(cache)
     assert not [name for name in cached if ".part" in name or name.startswith(".")], cached
     assert "superpmi_download_complete.json" not in cached, "an interrupted download was recorded complete"
     assert f"{SETS[-1]}.linux.x64.checked.mch" not in cached
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find leftover processes")
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+def test_interrupt_during_overlap_leaves_no_process_and_no_partial_file(published, toolchain, fault_proxy, tmp_path,
+                                                                       stop_signal):
+    temp_root = tmp_path / "tmp"
+    temp_root.mkdir()
+    spmi = tmp_path / "spmi"
+    fault_proxy.trickle(interval=0.05, path_contains=SETS[-1])  # the last collection never arrives in time
+    first = cache_dir(spmi) / f"{SETS[0]}.linux.x64.checked.mch"
+    argv = suite_argv("asmdiffs", toolchain, spmi, fault_proxy.account_url)
+    env = child_env(temp_root, SPMI_SAMPLE_COMPILE_US="20000")  # the first replay takes seconds
+    code, out = stop_once_both_at_work(argv, env, fault_proxy, first, stop_signal)
+    assert code == (143 if stop_signal == signal.SIGTERM else 130), out
+    assert_stopped_cleanly(out, first, temp_root, cache_dir(spmi))
 
 
 def test_a_failed_download_names_its_collection_and_the_next_run_fetches_only_it(published, toolchain,
@@ -202,7 +216,6 @@ def test_a_failed_download_names_its_collection_and_the_next_run_fetches_only_it
 
 def work_item_payload(toolchain, root: Path) -> Path:
     """A linux-x64 correlation payload: the real scripts, the sample Core_Root and both JITs."""
-    from spmi.pipeline import common as pipeline
     payload = root / "payload"
     shutil.copytree(toolchain.core_root, payload, symlinks=True)
     for name in ("superpmi.py", pipeline.DRIVER_SCRIPT):
@@ -215,16 +228,18 @@ def work_item_payload(toolchain, root: Path) -> Path:
     return payload
 
 
+def work_item_argv(payload: Path, upload: Path, *extra: str) -> List[str]:
+    return [sys.executable, str(payload / pipeline.DRIVER_SCRIPT), "-base_jit_directory", str(payload / "base"),
+            "-diff_jit_directory", str(payload / "diff"), "-log_directory", str(upload), "-arch", "x64",
+            "-platform", "linux", "-type", "asmdiffs", "-payload_directory", str(payload), *extra]
+
+
 def run_work_item(toolchain, root: Path, storage_url: str, *extra: str) -> Tuple[subprocess.CompletedProcess, Path]:
-    from spmi.pipeline import common as pipeline
     payload = work_item_payload(toolchain, root)
     upload = root / "upload"
     upload.mkdir()
-    argv = [sys.executable, str(payload / pipeline.DRIVER_SCRIPT), "-base_jit_directory", str(payload / "base"),
-            "-diff_jit_directory", str(payload / "diff"), "-log_directory", str(upload), "-arch", "x64",
-            "-platform", "linux", "-type", "asmdiffs", "-payload_directory", str(payload), *extra]
     (root / "tmp").mkdir()
-    proc = run(argv, child_env(root / "tmp", SUPERPMI_STORAGE_URL=storage_url))
+    proc = run(work_item_argv(payload, upload, *extra), child_env(root / "tmp", SUPERPMI_STORAGE_URL=storage_url))
     return proc, upload
 
 
@@ -265,7 +280,6 @@ def test_work_item_replays_while_downloading_and_leaves_what_download_first_leav
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find leftover processes")
 def test_sigterm_to_an_overlapping_work_item_stops_both_sides_and_keeps_its_files(published, toolchain, fault_proxy,
                                                                                   tmp_path):
-    from spmi.pipeline import common as pipeline
     payload = work_item_payload(toolchain, tmp_path)
     upload = tmp_path / "upload"
     upload.mkdir()
@@ -274,29 +288,10 @@ def test_sigterm_to_an_overlapping_work_item_stops_both_sides_and_keeps_its_file
     fault_proxy.trickle(interval=0.05, path_contains=SETS[-1])  # the last collection never arrives in time
     spmi = payload / pipeline.SPMI_LOCATION
     first = cache_dir(spmi) / f"{SETS[0]}.linux.x64.checked.mch"
-    argv = [sys.executable, str(payload / pipeline.DRIVER_SCRIPT), "-base_jit_directory", str(payload / "base"),
-            "-diff_jit_directory", str(payload / "diff"), "-log_directory", str(upload), "-arch", "x64",
-            "-platform", "linux", "-type", "asmdiffs", "-payload_directory", str(payload)]
     env = child_env(temp_root, SUPERPMI_STORAGE_URL=fault_proxy.account_url, SPMI_SAMPLE_COMPILE_US="20000")
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while not both_at_work(fault_proxy, first) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert both_at_work(fault_proxy, first), "the work item never replayed while the last collection downloaded"
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 143, out
-    assert "Traceback" not in out
-    time.sleep(0.3)
-    assert superpmi_processes_for(first) == [], "superpmi survived the SIGTERM"
-    assert leftovers(temp_root) == [], "temporary files left behind"
-    cached = leftovers(cache_dir(spmi))
-    assert not [name for name in cached if ".part" in name or name.startswith(".")], cached
-    assert "superpmi_download_complete.json" not in cached and f"{SETS[-1]}.linux.x64.checked.mch" not in cached
+    code, out = stop_once_both_at_work(work_item_argv(payload, upload), env, fault_proxy, first, signal.SIGTERM)
+    assert code == 143, out
+    assert_stopped_cleanly(out, first, temp_root, cache_dir(spmi))
     status = json.loads((upload / pipeline.status_name("linux", "x64")).read_text(encoding="utf-8"))
     assert not status["ok"] and any("terminated by SIGTERM" in p for s in status["steps"] for p in s["problems"])
     for name in pipeline.declared_results(pipeline.partition_for_target("linux", "x64"),
