@@ -9,7 +9,8 @@ core (by the child's CPU time, which is what a busy shared machine does not dist
 by wall-clock time) and the child's peak RSS.
 The point of the two sizes: peak RSS stays flat while the input doubles.
 A second table gives the wall-clock MB/s of the same runs with `--parallelism N` worker
-processes for each N of `--parallelism` (default 1,2), and each N's speed-up over 1.
+processes for each N of `--parallelism` (default 1,2; the counts take turns in each round), and
+each N's speed-up over the first.
 
     python bench/analyzer.py [--pairs 50000] [--methods-per-file 10] [--rounds 3] [--parallelism 1,2] [--keep DIR]
 
@@ -153,9 +154,15 @@ def measure_median(base: str, diff: str, recursive: bool, rounds: int) -> dict:
     return median
 
 
-def median_wall(base: str, diff: str, recursive: bool, rounds: int, parallelism: int) -> float:
-    """The median wall-clock seconds of `rounds` runs with `parallelism` processes."""
-    return statistics.median(measure(base, diff, recursive, parallelism)["seconds"] for _ in range(rounds))
+def median_walls(base: str, diff: str, recursive: bool, rounds: int, parallelism: List[int]) -> List[float]:
+    """The median wall-clock seconds of `rounds` runs with each process count. The counts take
+    turns within each round, so that a machine slowing down or speeding up meanwhile does not
+    favour one of them."""
+    walls: List[List[float]] = [[] for _ in parallelism]
+    for _ in range(rounds):
+        for times, n in zip(walls, parallelism):
+            times.append(measure(base, diff, recursive, n)["seconds"])
+    return [statistics.median(times) for times in walls]
 
 
 def parallelism_values(text: str) -> List[int]:
@@ -216,7 +223,7 @@ def print_parallel_table(runs: List[Tuple[str, int, float, str, str, bool]], par
     print("%-22s %7s" % ("MB/s wall", "pairs") + "".join("%9s" % ("-p %d" % n) for n in parallelism)
           + "".join("%9s" % ("%d/%d" % (n, first)) for n in parallelism[1:]))
     for shape, pairs, mb, base, diff, recursive in runs:
-        speeds = [mb / median_wall(base, diff, recursive, rounds, n) for n in parallelism]
+        speeds = [mb / seconds for seconds in median_walls(base, diff, recursive, rounds, parallelism)]
         print("%-22s %7d" % (shape, pairs) + "".join("%9.1f" % v for v in speeds)
               + "".join("%9.2f" % (v / speeds[0]) for v in speeds[1:]))
 
