@@ -6,7 +6,8 @@ footer format (§7.4) in two shapes -- one method per file (asmdiffs' per-contex
 and several methods per file -- then analyses 1/2 and all of each tree, every run in a
 fresh child process, `--rounds` times, and prints the median MB/s of .dasm read on one
 core (by the child's CPU time, which is what a busy shared machine does not distort, and
-by wall-clock time) and the child's peak RSS.
+by wall-clock time), the child's peak RSS, and, as "read only", the MB/s by CPU of a child that
+only opens, reads and closes the same files (the floor the machine's file calls set).
 The point of the two sizes: peak RSS stays flat while the input doubles.
 A second table gives the wall-clock MB/s of the same runs with `--parallelism N` worker
 processes for each N of `--parallelism` (default 1,2; the counts take turns in each round), and
@@ -119,6 +120,28 @@ def _tree_bytes(path: str) -> int:
     return sum(e.stat().st_size for d, _, names in os.walk(path) for e in os.scandir(d) if e.is_file())
 
 
+def _listing_paths(root: str, recursive: bool) -> List[str]:
+    found = []
+    for folder, subfolders, names in os.walk(root):
+        found += [os.path.join(folder, name) for name in names if name.endswith(".dasm")]
+        if not recursive:
+            subfolders.clear()
+    return found
+
+
+def read_only_child(base: str, diff: str, recursive: bool) -> None:
+    """The floor any analysis of these trees stands on: every listing opened, read to its end and
+    closed, with the calls the analyzer makes, and nothing else."""
+    paths = _listing_paths(base, recursive) + _listing_paths(diff, recursive)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        while os.read(fd, 1 << 16):
+            pass
+        os.close(fd)
+    print(json.dumps({"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu_start}))
+
+
 def child(base: str, diff: str, recursive: bool, parallelism: int) -> None:
     sys.path.insert(0, ROOT)
     from spmi.analyzer import compare, core
@@ -139,18 +162,25 @@ def child(base: str, diff: str, recursive: bool, parallelism: int) -> None:
                       "changed": s.changed_methods, "paired": s.paired_methods}))
 
 
-def measure(base: str, diff: str, recursive: bool, parallelism: int = 1) -> dict:
+def measure(base: str, diff: str, recursive: bool, parallelism: int = 1, read_only: bool = False) -> dict:
     argv = [sys.executable, os.path.abspath(__file__), "--child", base, diff, "--child-parallelism", str(parallelism)]
-    out = subprocess.run(argv + (["-r"] if recursive else []), check=True, capture_output=True, text=True).stdout
+    argv += (["-r"] if recursive else []) + (["--child-read-only"] if read_only else [])
+    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
     return json.loads(out.splitlines()[-1])
 
 
 def measure_median(base: str, diff: str, recursive: bool, rounds: int) -> dict:
-    """The run with the median CPU time of `rounds` runs (and the largest peak RSS)."""
-    runs = sorted((measure(base, diff, recursive) for _ in range(rounds)), key=lambda r: r["cpu"])
+    """The run with the median CPU time of `rounds` runs (and the largest peak RSS), and the median
+    CPU time of reading the same files only (`read_only_cpu`); the two take turns."""
+    runs, reads = [], []
+    for _ in range(rounds):
+        runs.append(measure(base, diff, recursive))
+        reads.append(measure(base, diff, recursive, read_only=True)["cpu"])
+    runs.sort(key=lambda r: r["cpu"])
     median = dict(runs[len(runs) // 2])
     median["seconds"] = statistics.median(r["seconds"] for r in runs)
     median["rss_mb"] = max(r["rss_mb"] for r in runs)
+    median["read_only_cpu"] = statistics.median(reads)
     return median
 
 
@@ -185,15 +215,20 @@ def main() -> None:
     p.add_argument("--keep", help="generate into this folder and keep it")
     p.add_argument("--child", nargs=2, metavar=("BASE", "DIFF"), help=argparse.SUPPRESS)
     p.add_argument("--child-parallelism", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--child-read-only", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("-r", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        child(args.child[0], args.child[1], args.r, args.child_parallelism)
+        if args.child_read_only:
+            read_only_child(args.child[0], args.child[1], args.r)
+        else:
+            child(args.child[0], args.child[1], args.r, args.child_parallelism)
         return
     work = args.keep or tempfile.mkdtemp(prefix="jitanalyze-bench-")
     try:
-        print("%-22s %7s %6s %8s %7s %7s %9s %10s %9s" % (
-            "shape", "pairs", "files", "MB read", "wall s", "CPU s", "MB/s CPU", "MB/s wall", "peak RSS"))
+        print("%-22s %7s %6s %8s %7s %7s %9s %10s %9s %10s" % (
+            "shape", "pairs", "files", "MB read", "wall s", "CPU s", "MB/s CPU", "MB/s wall", "peak RSS",
+            "read only"))
         runs = []
         for shape, per_file in (("one method per file", 1), ("%d methods per file" % args.methods_per_file,
                                                              args.methods_per_file)):
@@ -205,9 +240,9 @@ def main() -> None:
                     (args.pairs, os.path.join(root, "base"), os.path.join(root, "diff"), True)):
                 mb = (_tree_bytes(base) + _tree_bytes(diff)) / 1e6
                 r = measure_median(base, diff, recursive, args.rounds)
-                print("%-22s %7d %6d %8.1f %7.2f %7.2f %9.1f %10.1f %6.1f MB" % (
+                print("%-22s %7d %6d %8.1f %7.2f %7.2f %9.1f %10.1f %6.1f MB %10.1f" % (
                     shape, pairs, r["files"], mb, r["seconds"], r["cpu"], mb / r["cpu"], mb / r["seconds"],
-                    r["rss_mb"]))
+                    r["rss_mb"], mb / r["read_only_cpu"]))
                 runs.append((shape, pairs, mb, base, diff, recursive))
         print_parallel_table(runs, args.parallelism, args.rounds)
     finally:
