@@ -88,32 +88,6 @@ def test_parts_absorbed_in_order_give_the_sums_and_ties_of_one_pass():
     assert [m.name for m in expected["CodeSize"].top_method_regressions] == ["T:M0() (Tier1)", "T:M1() (Tier1)"]
 
 
-def slice_sum_in_worker(shared: List[int], chunk: Tuple[int, int]) -> Tuple[int, int, int]:
-    """A chunk's task: the sum of its range of the shared list, the worker's pid, and how many chunks
-    this worker's copy of the list has seen (each chunk leaves a mark on it)."""
-    start, stop = chunk
-    time.sleep(0.02 * (start % 3))  # later chunks may finish first
-    shared.append(-1)
-    return sum(shared[start:stop]), os.getpid(), shared.count(-1)
-
-
-def test_chunks_are_ranges_of_what_each_worker_got_once_and_come_back_in_order():
-    numbers = list(range(1000))
-    ranges = workers.split_into_ranges(len(numbers), 64)
-    assert ranges[0] == (0, 64) and ranges[-1] == (960, 1000) and len(ranges) == 16
-    assert [i for start, stop in ranges for i in range(start, stop)] == numbers
-    with workers.results_in_order(slice_sum_in_worker, numbers, ranges, 2) as results:
-        found = list(results)
-    assert [total for total, _, _ in found] == [sum(numbers[start:stop]) for start, stop in ranges]
-    seen: Dict[int, List[int]] = {}
-    for _, pid, marks in found:
-        seen.setdefault(pid, []).append(marks)
-    assert os.getpid() not in seen and numbers == list(range(1000))  # this process's list is untouched
-    # one copy per worker, kept for all its chunks: each chunk finds the marks of the ones before
-    assert sorted(m for marks in seen.values() for m in marks) != [1] * len(ranges)
-    assert all(sorted(marks) == list(range(1, len(marks) + 1)) for marks in seen.values())
-
-
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory) -> Path:
     """Enough file pairs for several workers and chunks (`core.worker_count`), in two folders."""

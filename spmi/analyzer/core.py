@@ -13,7 +13,7 @@ import stat
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 from spmi.analyzer import workers
 from spmi.analyzer.compare import (
@@ -335,12 +335,12 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
         diff_root, diff_keys = _side_files(diff, diff_kind, options) if diff_kind == "file" else (diff, None)
         listed = set(diff_keys) if diff_keys is not None else None
     source = PairSource(os.path.join(base_root, ""), os.path.join(diff_root, ""), listed is None, need_text)
-    pairable = [True] * len(base_keys) if listed is None else list(map(listed.__contains__, base_keys))
-    processes = worker_count(options.parallelism, pairable.count(True))
+    keys: List[KeyToRead] = [(key, listed is None or key in listed) for key in base_keys]
+    processes = worker_count(options.parallelism, sum(1 for _, pairable in keys if pairable))
     if processes:
-        _analyze_in_workers(run, ChunkTask(source, options, base_keys, pairable), processes, known)
+        _analyze_in_workers(run, source, keys, processes, known)
     else:
-        _analyze_keys(run, source, base_keys, pairable, known.differing)
+        _analyze_keys(run, source, keys, known.differing)
     if options.warn:
         if listed is None:
             listed = set(_list_files(diff, options.file_extension, options.file_filter, options.recursive))
@@ -359,6 +359,8 @@ class PairSource:
 
 #: A pair read: (base unit, diff unit, bytes differ), or None when the diff side has no regular file.
 PairRead = Optional[Tuple[_Unit, _Unit, bool]]
+#: A base key, and whether the diff listing has it (or may have it, when the diff side was not listed).
+KeyToRead = Tuple[str, bool]
 
 #: Fewer pairs than this per worker are read in this process: starting workers would cost more
 #: than they save (`bench/analyzer.py`).
@@ -389,12 +391,10 @@ def read_pair(source: PairSource, key: str) -> PairRead:
         os.close(dfd)
 
 
-def _analyze_keys(run: _Analysis, source: PairSource, keys: Sequence[str], pairable: Sequence[bool],
-                  differing: Set[str]) -> None:
-    """Compare the pairs of the base `keys`, in order (`pairable`: whether the diff listing has the key,
-    or may have it when the diff side was not listed); `differing` gets the keys whose files' bytes differ."""
+def _analyze_keys(run: _Analysis, source: PairSource, keys: List[KeyToRead], differing: Set[str]) -> None:
+    """Compare the pairs of `keys`, in order; `differing` gets the keys whose two files' bytes differ."""
     warn = run.options.warn
-    for key, listed in zip(keys, pairable):
+    for key, listed in keys:
         read = read_pair(source, key) if listed else None
         if read is None:
             if warn:
@@ -408,33 +408,30 @@ def _analyze_keys(run: _Analysis, source: PairSource, keys: Sequence[str], paira
 
 @dataclass(frozen=True)
 class ChunkTask:
-    """What the worker processes share: where the pairs are, the options, and every base key with
-    whether it is pairable (a chunk is a range of positions in them)."""
+    """What a worker process needs to analyze a chunk of the keys."""
 
     source: PairSource
     options: AnalyzeOptions
-    keys: List[str]
-    pairable: List[bool]
 
 
-def analyze_chunk(task: ChunkTask, chunk: Tuple[int, int]) -> Tuple[AnalysisPart, Set[str]]:
-    """One worker process's chunk of the keys (start, stop): its pairs read, scanned and compared, as a
-    part of the whole analysis, and the keys whose bytes differ."""
-    start, stop = chunk
+def analyze_chunk(task: ChunkTask, keys: List[KeyToRead]) -> Tuple[AnalysisPart, Set[str]]:
+    """One worker process's chunk: its pairs read, scanned and compared, as a part of the whole
+    analysis, and the keys whose bytes differ."""
     with _collection_paused():
         options = task.options
         part = _Analysis(options, Exporter(options) if options.export else None, part_of_many=True)
         differing: Set[str] = set()
-        _analyze_keys(part, task.source, task.keys[start:stop], task.pairable[start:stop], differing)
+        _analyze_keys(part, task.source, keys, differing)
         return part.part(), differing
 
 
-def _analyze_in_workers(run: _Analysis, task: ChunkTask, processes: int, known: _ComparedPairs) -> None:
+def _analyze_in_workers(run: _Analysis, source: PairSource, keys: List[KeyToRead], processes: int,
+                        known: _ComparedPairs) -> None:
     """`_analyze_keys` by `processes` worker processes, a chunk each at a time; every chunk's part
     is absorbed in the order of the keys, so the result is exactly that of one process."""
-    chunk = min(_MAX_CHUNK_PAIRS, -(-len(task.keys) // (processes * _CHUNKS_PER_WORKER)))
-    with workers.results_in_order(analyze_chunk, task, workers.split_into_ranges(len(task.keys), chunk),
-                                  processes) as parts:
+    chunk = min(_MAX_CHUNK_PAIRS, -(-len(keys) // (processes * _CHUNKS_PER_WORKER)))
+    with workers.results_in_order(analyze_chunk, ChunkTask(source, run.options),
+                                  workers.split_into_chunks(keys, chunk), processes) as parts:
         for part, differing in parts:
             run.absorb(part)
             known.differing |= differing

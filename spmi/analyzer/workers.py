@@ -2,9 +2,7 @@
 
 `results_in_order` runs `task(shared, chunk)` for chunks of a list in worker processes and hands
 back the chunks' results in the order of the chunks, whatever the workers' speed. Only a few
-chunks are in flight at a time, so memory does not grow with the input. `shared` reaches each
-worker once, when it starts (a forked worker has it without a copy), so a chunk can be as small as
-a range of positions in it.
+chunks are in flight at a time, so memory does not grow with the input.
 
 Workers start with Ctrl-C and SIGTERM held (`platforms.stop_signals_held`), then ignore SIGINT (a
 Ctrl-C in a terminal reaches the whole process group, and the parent alone decides what stops) and
@@ -22,7 +20,7 @@ import multiprocessing
 import signal
 import threading
 from contextlib import contextmanager
-from typing import Callable, Deque, Iterator, List, Sequence, Tuple, TypeVar
+from typing import Callable, Deque, Iterator, List, Sequence, TypeVar
 
 from spmi.base import platforms
 from spmi.base.errors import SuiteError
@@ -35,47 +33,36 @@ Result = TypeVar("Result")
 _CHUNKS_IN_FLIGHT_PER_WORKER = 2
 
 
-#: what every chunk of this worker process shares (`results_in_order`'s `shared`)
-_shared: object = None
-
-
-def _worker_start(shared: object) -> None:
+def _worker_signals() -> None:
     """A new worker (started with Ctrl-C and SIGTERM held): Ctrl-C ignored, SIGTERM ends it at once
-    (a forked worker would otherwise have the parent's handlers), then both let through; it keeps
-    what its chunks share."""
-    global _shared
-    _shared = shared
+    (a forked worker would otherwise have the parent's handlers), then both let through."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for number in platforms.termination_signals():
         signal.signal(number, signal.SIG_DFL)
     platforms.release_stop_signals()
 
 
-def _run_chunk(task: Callable[[Shared, Item], Result], chunk: Item) -> Result:
-    return task(_shared, chunk)  # type: ignore[arg-type]
-
-
-def split_into_ranges(count: int, size: int) -> List[Tuple[int, int]]:
-    """(start, stop) of consecutive runs of at most `size` of `count` positions (none empty), in order."""
+def split_into_chunks(items: Sequence[Item], size: int) -> List[List[Item]]:
+    """Consecutive chunks of at most `size` items (at least one item each), in order."""
     size = max(1, size)
-    return [(start, min(start + size, count)) for start in range(0, count, size)]
+    return [list(items[start:start + size]) for start in range(0, len(items), size)]
 
 
 @contextmanager
-def results_in_order(task: Callable[[Shared, Item], Result], shared: Shared,
-                     chunks: Sequence[Item], processes: int) -> Iterator[Iterator[Result]]:
+def results_in_order(task: Callable[[Shared, List[Item]], Result], shared: Shared,
+                     chunks: Sequence[List[Item]], processes: int) -> Iterator[Iterator[Result]]:
     """Within the block: an iterator of `task(shared, chunk)` for each chunk in order, computed by
     `processes` worker processes. A worker that dies raises SuiteError."""
     method = platforms.worker_start_method(platforms.detect_host_os(), threading.active_count())
     executor = concurrent.futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context(method),
-                                                      initializer=_worker_start, initargs=(shared,))
+                                                      initializer=_worker_signals)
     waiting = iter(chunks)
     pending: Deque["concurrent.futures.Future[Result]"] = collections.deque()
 
     def submit_next() -> None:
         chunk = next(waiting, None)
         if chunk is not None:
-            pending.append(executor.submit(_run_chunk, task, chunk))
+            pending.append(executor.submit(task, shared, chunk))
 
     try:
         with platforms.stop_signals_held():  # the first chunks start the workers
