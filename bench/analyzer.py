@@ -15,6 +15,10 @@ each N's speed-up over the first.
 
     python bench/analyzer.py [--pairs 50000] [--methods-per-file 10] [--rounds 3] [--parallelism 1,2] [--keep DIR]
 
+`--break-even` prints instead, for trees of 1,000 to 32,000 one-method pairs, the median wall
+seconds of one process and of 2 workers started by fork, forkserver and spawn (what
+`core.worker_count`'s thresholds stand on).
+
 Numbers only; nothing is asserted.
 """
 from __future__ import annotations
@@ -142,9 +146,13 @@ def read_only_child(base: str, diff: str, recursive: bool) -> None:
     print(json.dumps({"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu_start}))
 
 
-def child(base: str, diff: str, recursive: bool, parallelism: int) -> None:
+def child(base: str, diff: str, recursive: bool, parallelism: int, start_method: str = "") -> None:
     sys.path.insert(0, ROOT)
-    from spmi.analyzer import compare, core
+    from spmi.analyzer import compare, core, workers
+
+    if start_method:  # how this run's workers start, whatever the platform and the count
+        workers._start_method = lambda: start_method
+        core._MIN_PAIRS_PER_FORKED_WORKER = core._MIN_PAIRS_PER_STARTED_WORKER = 1
 
     options = compare.AnalyzeOptions(metrics=["CodeSize", "PerfScore"], recursive=recursive, parallelism=parallelism)
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -162,9 +170,11 @@ def child(base: str, diff: str, recursive: bool, parallelism: int) -> None:
                       "changed": s.changed_methods, "paired": s.paired_methods}))
 
 
-def measure(base: str, diff: str, recursive: bool, parallelism: int = 1, read_only: bool = False) -> dict:
+def measure(base: str, diff: str, recursive: bool, parallelism: int = 1, read_only: bool = False,
+            start_method: str = "") -> dict:
     argv = [sys.executable, os.path.abspath(__file__), "--child", base, diff, "--child-parallelism", str(parallelism)]
     argv += (["-r"] if recursive else []) + (["--child-read-only"] if read_only else [])
+    argv += ["--child-start-method", start_method] if start_method else []
     out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
     return json.loads(out.splitlines()[-1])
 
@@ -215,17 +225,23 @@ def main() -> None:
     p.add_argument("--keep", help="generate into this folder and keep it")
     p.add_argument("--child", nargs=2, metavar=("BASE", "DIFF"), help=argparse.SUPPRESS)
     p.add_argument("--child-parallelism", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--break-even", action="store_true",
+                   help="instead: from how many one-method pairs 2 workers beat one process, by start method")
     p.add_argument("--child-read-only", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--child-start-method", default="", help=argparse.SUPPRESS)
     p.add_argument("-r", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         if args.child_read_only:
             read_only_child(args.child[0], args.child[1], args.r)
         else:
-            child(args.child[0], args.child[1], args.r, args.child_parallelism)
+            child(args.child[0], args.child[1], args.r, args.child_parallelism, args.child_start_method)
         return
     work = args.keep or tempfile.mkdtemp(prefix="jitanalyze-bench-")
     try:
+        if args.break_even:
+            print_break_even(work, args.rounds)
+            return
         print("%-22s %7s %6s %8s %7s %7s %9s %10s %9s %10s" % (
             "shape", "pairs", "files", "MB read", "wall s", "CPU s", "MB/s CPU", "MB/s wall", "peak RSS",
             "read only"))
@@ -261,6 +277,31 @@ def print_parallel_table(runs: List[Tuple[str, int, float, str, str, bool]], par
         speeds = [mb / seconds for seconds in median_walls(base, diff, recursive, rounds, parallelism)]
         print("%-22s %7d" % (shape, pairs) + "".join("%9.1f" % v for v in speeds)
               + "".join("%9.2f" % (v / speeds[0]) for v in speeds[1:]))
+
+
+_BREAK_EVEN_PAIRS = (1000, 2000, 4000, 8000, 16000, 32000)
+_START_METHODS = ("fork", "forkserver", "spawn")
+
+
+def print_break_even(work: str, rounds: int) -> None:
+    """Median wall seconds of one process and of 2 workers started each way (every worker start
+    forced, whatever core.worker_count would pick), for trees of one-method pairs of growing size."""
+    import multiprocessing
+
+    methods = [m for m in _START_METHODS if m in multiprocessing.get_all_start_methods()]
+    print("%-8s %9s" % ("pairs", "1 process") + "".join("%17s" % ("2 by " + m) for m in methods))
+    for pairs in _BREAK_EVEN_PAIRS:
+        root = os.path.join(work, "break_even%d" % pairs)
+        if not os.path.isdir(root):
+            generate(root, pairs, 1)
+        base, diff = os.path.join(root, "base"), os.path.join(root, "diff")
+        times: List[List[float]] = [[] for _ in range(len(methods) + 1)]
+        for _ in range(rounds):  # the ways take turns within each round
+            times[0].append(measure(base, diff, True)["seconds"])
+            for i, method in enumerate(methods, 1):
+                times[i].append(measure(base, diff, True, 2, start_method=method)["seconds"])
+        print("%-8d %9.3f" % (pairs, statistics.median(times[0]))
+              + "".join("%17.3f" % statistics.median(t) for t in times[1:]))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -88,11 +89,33 @@ def test_parts_absorbed_in_order_give_the_sums_and_ties_of_one_pass():
     assert [m.name for m in expected["CodeSize"].top_method_regressions] == ["T:M0() (Tier1)", "T:M1() (Tier1)"]
 
 
+#: the pairs a worker needs in the tests that run the analyzer in this process (fewer than by default,
+#: to keep their trees small; `test_workers_pay_for_their_start` checks the real thresholds)
+TEST_MIN_PAIRS = 256
+
+
+@pytest.fixture
+def few_pairs_per_worker(monkeypatch) -> None:
+    monkeypatch.setattr(core, "_MIN_PAIRS_PER_FORKED_WORKER", TEST_MIN_PAIRS)
+    monkeypatch.setattr(core, "_MIN_PAIRS_PER_STARTED_WORKER", TEST_MIN_PAIRS)
+
+
+@pytest.mark.parametrize("parallelism, pairs, forked, expected", [
+    (8, 2 * 1024 - 1, True, 0), (8, 2 * 1024, True, 2), (8, 5 * 1024, True, 5), (8, 10 ** 6, True, 8),
+    (8, 2 * 8192 - 1, False, 0), (8, 2 * 8192, False, 2), (4, 10 ** 6, False, 4), (1, 10 ** 6, True, 0),
+])
+def test_workers_pay_for_their_start(parallelism, pairs, forked, expected):
+    """A forked worker is ready in milliseconds; one started afresh (spawn on Windows and macOS,
+    forkserver beside threads) costs a new Python, so it needs far more pairs to pay for itself."""
+    assert core.worker_count(parallelism, pairs, forked) == expected
+
+
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory) -> Path:
-    """Enough file pairs for several workers and chunks (`core.worker_count`), in two folders."""
+    """Enough file pairs for several workers and chunks (`core.worker_count` with TEST_MIN_PAIRS), in
+    two folders."""
     root = tmp_path_factory.mktemp("parallel_tree")
-    pairs = 4 * core._MIN_PAIRS_PER_WORKER + 41
+    pairs = 4 * TEST_MIN_PAIRS + 41
     for i in range(pairs):
         base, diff = file_pair(i)
         folder = f"part{i % 3}"
@@ -139,7 +162,8 @@ def pool_starts(monkeypatch) -> List[int]:
     return started
 
 
-def test_several_processes_write_exactly_what_one_writes(tree, tmp_path, pool_starts, monkeypatch):
+def test_several_processes_write_exactly_what_one_writes(tree, tmp_path, pool_starts, monkeypatch,
+                                                         few_pairs_per_worker):
     with monkeypatch.context() as no_pool:  # one process: no pool, not even a stub of one
         no_pool.setattr(workers.concurrent.futures, "ProcessPoolExecutor", None)
         one = outputs(tree, tmp_path / "p1", 1)
@@ -154,7 +178,7 @@ def test_several_processes_write_exactly_what_one_writes(tree, tmp_path, pool_st
     assert pool_starts == [2, 3]
 
 
-def test_deleting_all_but_the_top_files_is_the_same_in_parallel(tree, tmp_path, pool_starts):
+def test_deleting_all_but_the_top_files_is_the_same_in_parallel(tree, tmp_path, pool_starts, few_pairs_per_worker):
     kept = {}
     for parallelism in (1, 2):
         copy = tmp_path / f"tree{parallelism}"
@@ -166,13 +190,32 @@ def test_deleting_all_but_the_top_files_is_the_same_in_parallel(tree, tmp_path, 
     assert pool_starts == [2]
 
 
-def test_few_pairs_are_read_in_this_process(tmp_path, pool_starts):
-    for i in range(core._MIN_PAIRS_PER_WORKER + 10):  # enough for one worker only: none is started
+def test_few_pairs_are_read_in_this_process(tmp_path, pool_starts, few_pairs_per_worker):
+    for i in range(TEST_MIN_PAIRS + 10):  # enough for one worker only: none is started
         base, diff = file_pair(i)
         for side, text in (("base", base), ("diff", diff)):
             (tmp_path / side).mkdir(exist_ok=True)
             (tmp_path / side / f"{i}.dasm").write_text(text, encoding="utf-8")
     code, out, _ = run(["-b", str(tmp_path / "base"), "-d", str(tmp_path / "diff"), "--parallelism", "8"])
+    assert code == -1 and "Summary of Code Size diffs:" in out
+    assert pool_starts == []
+
+
+def test_beside_a_thread_workers_are_started_afresh_and_need_more_pairs(tree, tmp_path, pool_starts, monkeypatch):
+    """With another thread running, Linux workers come from a fork server, not a fork of this process
+    (`platforms.worker_start_method`): the same tree that two forked workers would share is read here."""
+    monkeypatch.setattr(core, "_MIN_PAIRS_PER_FORKED_WORKER", TEST_MIN_PAIRS)
+    monkeypatch.setattr(core, "_MIN_PAIRS_PER_STARTED_WORKER", 100 * TEST_MIN_PAIRS)
+    monkeypatch.setattr(workers.platforms, "detect_host_os", lambda: workers.platforms.LINUX)
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        assert not workers.start_by_fork()
+        code, out, _ = run(["-b", str(tree / "base"), "-d", str(tree / "diff"), "-r", "--parallelism", "2"])
+    finally:
+        release.set()
+        other.join()
     assert code == -1 and "Summary of Code Size diffs:" in out
     assert pool_starts == []
 
@@ -212,8 +255,8 @@ def large_tree(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("large_tree")
     for side in ("base", "diff"):
         (root / side).mkdir()
-    for i in range(1200):
-        text = "".join(listing(f"L.T:M{i}_{m}() (Tier1)", 10 + m, 2.5, body_lines=40) for m in range(12))
+    for i in range(2 * core._MIN_PAIRS_PER_FORKED_WORKER + 50):  # enough for 2 forked workers
+        text = "".join(listing(f"L.T:M{i}_{m}() (Tier1)", 10 + m, 2.5, body_lines=40) for m in range(7))
         (root / "base" / f"{i}.dasm").write_text(text, encoding="utf-8")
         (root / "diff" / f"{i}.dasm").write_text(text.replace("code 10,", "code 12,"), encoding="utf-8")
     return root

@@ -336,7 +336,10 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
         listed = set(diff_keys) if diff_keys is not None else None
     source = PairSource(os.path.join(base_root, ""), os.path.join(diff_root, ""), listed is None, need_text)
     keys: List[KeyToRead] = [(key, listed is None or key in listed) for key in base_keys]
-    processes = worker_count(options.parallelism, sum(1 for _, pairable in keys if pairable))
+    processes = 0
+    if options.parallelism > 1:
+        processes = worker_count(options.parallelism, sum(1 for _, pairable in keys if pairable),
+                                 workers.start_by_fork())
     if processes:
         _analyze_in_workers(run, source, keys, processes, known)
     else:
@@ -362,9 +365,12 @@ PairRead = Optional[Tuple[_Unit, _Unit, bool]]
 #: A base key, and whether the diff listing has it (or may have it, when the diff side was not listed).
 KeyToRead = Tuple[str, bool]
 
-#: Fewer pairs than this per worker are read in this process: starting workers would cost more
-#: than they save (`bench/analyzer.py`).
-_MIN_PAIRS_PER_WORKER = 256
+#: Fewer pairs than this per worker are read in this process: starting workers would cost more than
+#: they save. Measured on 2 cores with one-method pairs (`bench/analyzer.py --break-even`), 2 forked
+#: workers break even with one process at 2,000 to 4,000 pairs; 2 workers started afresh (spawn, as on
+#: Windows and macOS, or forkserver, when this process runs threads) at about 16,000.
+_MIN_PAIRS_PER_FORKED_WORKER = 1024
+_MIN_PAIRS_PER_STARTED_WORKER = 8192
 #: Pairs per chunk handed to a worker, at most (a chunk is also the work a stop waits for: 4096
 #: one-method pairs take a worker about 0.1 s). Below that, each worker gets about
 #: _CHUNKS_PER_WORKER chunks: few enough that handing them out costs little (`bench/analyzer.py`),
@@ -437,11 +443,12 @@ def _analyze_in_workers(run: _Analysis, source: PairSource, keys: List[KeyToRead
             known.differing |= differing
 
 
-def worker_count(parallelism: int, pairs: int) -> int:
+def worker_count(parallelism: int, pairs: int, forked: bool) -> int:
     """Worker processes for `pairs` file pairs: at most `parallelism`, each with enough pairs to pay
-    for its start; 0 means this process reads them all."""
-    workers = min(parallelism, pairs // _MIN_PAIRS_PER_WORKER)
-    return workers if workers > 1 else 0
+    for its start (`forked`: workers start by fork, which is cheap); 0 means this process reads them all."""
+    least = _MIN_PAIRS_PER_FORKED_WORKER if forked else _MIN_PAIRS_PER_STARTED_WORKER
+    count = min(parallelism, pairs // least)
+    return count if count > 1 else 0
 
 
 def _feed_path(unit: _Unit, path: str, starts_input: bool) -> None:

@@ -48,13 +48,22 @@ def split_into_chunks(items: Sequence[Item], size: int) -> List[List[Item]]:
     return [list(items[start:start + size]) for start in range(0, len(items), size)]
 
 
+def _start_method() -> str:
+    return platforms.worker_start_method(platforms.detect_host_os(), threading.active_count())
+
+
+def start_by_fork() -> bool:
+    """Whether new workers are forked from this process (ready in milliseconds) rather than started
+    afresh, a new Python importing the analyzer (a fifth of a second or more each, `bench/analyzer.py`)."""
+    return _start_method() == "fork"
+
+
 @contextmanager
 def results_in_order(task: Callable[[Shared, List[Item]], Result], shared: Shared,
                      chunks: Sequence[List[Item]], processes: int) -> Iterator[Iterator[Result]]:
     """Within the block: an iterator of `task(shared, chunk)` for each chunk in order, computed by
     `processes` worker processes. A worker that dies raises SuiteError."""
-    method = platforms.worker_start_method(platforms.detect_host_os(), threading.active_count())
-    executor = concurrent.futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context(method),
+    executor = concurrent.futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context(_start_method()),
                                                       initializer=_worker_signals)
     waiting = iter(chunks)
     pending: Deque["concurrent.futures.Future[Result]"] = collections.deque()
