@@ -120,10 +120,6 @@ def generate(root: str, pairs: int, per_file: int) -> int:
     return total
 
 
-def _tree_bytes(path: str) -> int:
-    return sum(e.stat().st_size for d, _, names in os.walk(path) for e in os.scandir(d) if e.is_file())
-
-
 def _listing_paths(root: str, recursive: bool) -> List[str]:
     found = []
     for folder, subfolders, names in os.walk(root):
@@ -131,6 +127,10 @@ def _listing_paths(root: str, recursive: bool) -> List[str]:
         if not recursive:
             subfolders.clear()
     return found
+
+
+def _tree_bytes(path: str) -> int:
+    return sum(os.path.getsize(listing) for listing in _listing_paths(path, True))
 
 
 def read_only_child(base: str, diff: str, recursive: bool) -> None:
@@ -194,14 +194,14 @@ def measure_median(base: str, diff: str, recursive: bool, rounds: int) -> dict:
     return median
 
 
-def median_walls(base: str, diff: str, recursive: bool, rounds: int, parallelism: List[int]) -> List[float]:
-    """The median wall-clock seconds of `rounds` runs with each process count. The counts take
-    turns within each round, so that a machine slowing down or speeding up meanwhile does not
-    favour one of them."""
-    walls: List[List[float]] = [[] for _ in parallelism]
+def median_walls(base: str, diff: str, recursive: bool, rounds: int, ways: List[Tuple[int, str]]) -> List[float]:
+    """The median wall-clock seconds of `rounds` runs each way (process count, start method or "" for
+    the platform's). The ways take turns within each round, so that a machine slowing down or
+    speeding up meanwhile does not favour one of them."""
+    walls: List[List[float]] = [[] for _ in ways]
     for _ in range(rounds):
-        for times, n in zip(walls, parallelism):
-            times.append(measure(base, diff, recursive, n)["seconds"])
+        for times, (processes, start_method) in zip(walls, ways):
+            times.append(measure(base, diff, recursive, processes, start_method=start_method)["seconds"])
     return [statistics.median(times) for times in walls]
 
 
@@ -274,7 +274,8 @@ def print_parallel_table(runs: List[Tuple[str, int, float, str, str, bool]], par
     print("%-22s %7s" % ("MB/s wall", "pairs") + "".join("%9s" % ("-p %d" % n) for n in parallelism)
           + "".join("%9s" % ("%d/%d" % (n, first)) for n in parallelism[1:]))
     for shape, pairs, mb, base, diff, recursive in runs:
-        speeds = [mb / seconds for seconds in median_walls(base, diff, recursive, rounds, parallelism)]
+        walls = median_walls(base, diff, recursive, rounds, [(n, "") for n in parallelism])
+        speeds = [mb / seconds for seconds in walls]
         print("%-22s %7d" % (shape, pairs) + "".join("%9.1f" % v for v in speeds)
               + "".join("%9.2f" % (v / speeds[0]) for v in speeds[1:]))
 
@@ -294,14 +295,9 @@ def print_break_even(work: str, rounds: int) -> None:
         root = os.path.join(work, "break_even%d" % pairs)
         if not os.path.isdir(root):
             generate(root, pairs, 1)
-        base, diff = os.path.join(root, "base"), os.path.join(root, "diff")
-        times: List[List[float]] = [[] for _ in range(len(methods) + 1)]
-        for _ in range(rounds):  # the ways take turns within each round
-            times[0].append(measure(base, diff, True)["seconds"])
-            for i, method in enumerate(methods, 1):
-                times[i].append(measure(base, diff, True, 2, start_method=method)["seconds"])
-        print("%-8d %9.3f" % (pairs, statistics.median(times[0]))
-              + "".join("%17.3f" % statistics.median(t) for t in times[1:]))
+        walls = median_walls(os.path.join(root, "base"), os.path.join(root, "diff"), True, rounds,
+                             [(1, "")] + [(2, method) for method in methods])
+        print("%-8d %9.3f" % (pairs, walls[0]) + "".join("%17.3f" % seconds for seconds in walls[1:]))
 
 
 if __name__ == "__main__":

@@ -336,10 +336,7 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
         listed = set(diff_keys) if diff_keys is not None else None
     source = PairSource(os.path.join(base_root, ""), os.path.join(diff_root, ""), listed is None, need_text)
     keys: List[KeyToRead] = [(key, listed is None or key in listed) for key in base_keys]
-    processes = 0
-    if options.parallelism > 1:
-        processes = worker_count(options.parallelism, sum(1 for _, pairable in keys if pairable),
-                                 workers.start_by_fork())
+    processes = worker_count(options.parallelism, sum(1 for _, pairable in keys if pairable), workers.start_by_fork())
     if processes:
         _analyze_in_workers(run, source, keys, processes, known)
     else:
