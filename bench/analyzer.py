@@ -8,7 +8,8 @@ fresh child process, `--rounds` times, and prints the median MB/s of .dasm read 
 core (by the child's CPU time, which is what a busy shared machine does not distort, and
 by wall-clock time), the child's peak RSS, and, as "read only", the MB/s by CPU of a child that
 only opens, reads and closes the same files (the floor the machine's file calls set).
-The point of the two sizes: peak RSS stays flat while the input doubles.
+The point of the two sizes: peak RSS stays flat while the input doubles. Each tree is read once
+before its runs, so that they all find it in the page cache.
 A second table gives the wall-clock MB/s of the same runs with `--parallelism N` worker
 processes for each N of `--parallelism` (default 1,2; the counts take turns in each round), and
 each N's speed-up over the first.
@@ -133,6 +134,15 @@ def _tree_bytes(path: str) -> int:
     return sum(os.path.getsize(listing) for listing in _listing_paths(path, True))
 
 
+def read_into_page_cache(base: str, diff: str, recursive: bool) -> None:
+    """Read both trees once, so that no measured run pays for the disk reads of files the page cache
+    dropped meanwhile (a small machine's cache holds about one tree; the first run would be slower)."""
+    for path in _listing_paths(base, recursive) + _listing_paths(diff, recursive):
+        with open(path, "rb") as f:
+            while f.read(1 << 20):
+                pass
+
+
 def read_only_child(base: str, diff: str, recursive: bool) -> None:
     """The floor any analysis of these trees stands on: every listing opened, read to its end and
     closed, with the calls the analyzer makes, and nothing else."""
@@ -183,6 +193,7 @@ def measure_median(base: str, diff: str, recursive: bool, rounds: int) -> dict:
     """The run with the median CPU time of `rounds` runs (and the largest peak RSS), and the median
     CPU time of reading the same files only (`read_only_cpu`); the two take turns."""
     runs, reads = [], []
+    read_into_page_cache(base, diff, recursive)
     for _ in range(rounds):
         runs.append(measure(base, diff, recursive))
         reads.append(measure(base, diff, recursive, read_only=True)["cpu"])
@@ -199,6 +210,7 @@ def median_walls(base: str, diff: str, recursive: bool, rounds: int, ways: List[
     the platform's). The ways take turns within each round, so that a machine slowing down or
     speeding up meanwhile does not favour one of them."""
     walls: List[List[float]] = [[] for _ in ways]
+    read_into_page_cache(base, diff, recursive)
     for _ in range(rounds):
         for times, (processes, start_method) in zip(walls, ways):
             times.append(measure(base, diff, recursive, processes, start_method=start_method)["seconds"])
