@@ -134,25 +134,31 @@ def _tree_bytes(path: str) -> int:
     return sum(os.path.getsize(listing) for listing in _listing_paths(path, True))
 
 
-def read_into_page_cache(base: str, diff: str, recursive: bool) -> None:
-    """Read both trees once, so that no measured run pays for the disk reads of files the page cache
-    dropped meanwhile (a small machine's cache holds about one tree; the first run would be slower)."""
-    for path in _listing_paths(base, recursive) + _listing_paths(diff, recursive):
-        with open(path, "rb") as f:
-            while f.read(1 << 20):
-                pass
+def _both_trees(base: str, diff: str, recursive: bool) -> List[str]:
+    return _listing_paths(base, recursive) + _listing_paths(diff, recursive)
 
 
-def read_only_child(base: str, diff: str, recursive: bool) -> None:
-    """The floor any analysis of these trees stands on: every listing opened, read to its end and
-    closed, with the calls the analyzer makes, and nothing else."""
-    paths = _listing_paths(base, recursive) + _listing_paths(diff, recursive)
-    start, cpu_start = time.perf_counter(), time.process_time()
+def _read_each_to_its_end(paths: List[str]) -> None:
+    """Open, read to its end and close every file, with the calls the analyzer makes."""
     for path in paths:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         while os.read(fd, 1 << 16):
             pass
         os.close(fd)
+
+
+def read_into_page_cache(base: str, diff: str, recursive: bool) -> None:
+    """Read both trees once, so that no measured run pays for the disk reads of files the page cache
+    dropped meanwhile (a small machine's cache holds about one tree; the first run would be slower)."""
+    _read_each_to_its_end(_both_trees(base, diff, recursive))
+
+
+def read_only_child(base: str, diff: str, recursive: bool) -> None:
+    """The floor any analysis of these trees stands on: every listing opened, read to its end and
+    closed, and nothing else."""
+    paths = _both_trees(base, diff, recursive)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    _read_each_to_its_end(paths)
     print(json.dumps({"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu_start}))
 
 
