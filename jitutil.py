@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from spmi.base import logs
-from spmi.base.config import ArgumentParser
 from spmi.base.errors import SuiteError
 from spmi.base.facts import jit_ee_version_text, platform_report
+from spmi.commands.parsing import ArgumentParser
 from spmi.storage import archives
 
 

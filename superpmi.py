@@ -13,7 +13,7 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from spmi.base import config, logs
-from spmi.base.config import ArgumentParser
+from spmi.commands.parsing import ArgumentParser
 
 # Each module defines register(subparsers) adding its command(s); every
 # command sets `func(args) -> int` as its parser default.

@@ -11,6 +11,7 @@ import pytest
 from parser_walk import command_parsers, option_actions
 
 from spmi.base import config
+from spmi.commands import parsing
 from spmi.tools.superpmi_tool import RunOptions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -18,12 +19,12 @@ NUMBER_METAVARS = {"N", "SECONDS", "PCT", "COUNT", "BYTES", "MINUTES"}
 
 
 @pytest.mark.parametrize("helper, good, bad", [
-    (config.positive_seconds, {"1": 1.0, "0.5": 0.5, " 3 ": 3.0, "2592000": 2592000.0},
+    (parsing.positive_seconds, {"1": 1.0, "0.5": 0.5, " 3 ": 3.0, "2592000": 2592000.0},
      ["0", "-1", "nan", "inf", "-inf", "x", "", "1e308", "2592000.5"]),
-    (config.non_negative_float, {"0": 0.0, "12.5": 12.5}, ["-0.1", "nan", "inf", "abc"]),
-    (config.positive_int, {"1": 1, "64": 64, str(10 ** 15): 10 ** 15}, ["0", "-3", "1.5", "nan", "x", str(10 ** 15 + 1)]),
-    (config.non_negative_int, {"0": 0, "20": 20}, ["-1", "2.0", "inf"]),
-    (config.int_between(1, 64), {"1": 1, "64": 64}, ["0", "65", "nan"]),
+    (parsing.non_negative_float, {"0": 0.0, "12.5": 12.5}, ["-0.1", "nan", "inf", "abc"]),
+    (parsing.positive_int, {"1": 1, "64": 64, str(10 ** 15): 10 ** 15}, ["0", "-3", "1.5", "nan", "x", str(10 ** 15 + 1)]),
+    (parsing.non_negative_int, {"0": 0, "20": 20}, ["-1", "2.0", "inf"]),
+    (parsing.int_between(1, 64), {"1": 1, "64": 64}, ["0", "65", "nan"]),
 ])
 def test_numeric_types_accept_and_refuse(helper, good, bad) -> None:
     for text, value in good.items():

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from spmi.base import config
+from spmi.commands import parsing, shared
 from spmi.reports import asm_markdown
 from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
@@ -49,11 +49,11 @@ def test_overrides_replace_one_metric_rule() -> None:
 
 
 def test_significance_flag_is_checked_while_parsing() -> None:
-    assert config.significance_override("BytesAllocated=2.5") == ("BytesAllocated", 2.5)
-    assert config.significance_override("instructions=0") == ("instructions", 0.0)
+    assert parsing.significance_override("BytesAllocated=2.5") == ("BytesAllocated", 2.5)
+    assert parsing.significance_override("instructions=0") == ("instructions", 0.0)
     for bad in ("BytesAllocated", "=1", "Bytes Allocated=1", "BytesAllocated=-1", "BytesAllocated=nan", "x=y"):
         with pytest.raises(argparse.ArgumentTypeError):
-            config.significance_override(bad)
+            parsing.significance_override(bad)
 
 
 def test_aa_spread_is_the_larger_of_the_total_change_and_the_pooled_per_context_noise() -> None:
@@ -131,7 +131,7 @@ def test_asmdiffs_other_metrics_table_applies_the_rules() -> None:
 
 def test_the_flag_help_names_the_table_defaults() -> None:
     """`-significance -h` repeats the defaults (base cannot import reports): it must match the table."""
-    action = next(a for a in config.significance_options()._actions if "-significance" in a.option_strings)
+    action = next(a for a in shared.significance_options()._actions if "-significance" in a.option_strings)
     for metric in ("instructions", "BytesAllocated", "PerfScore"):
         assert f"{metric} {signal.RULES[metric]:g}" in action.help
     assert f"other metrics {signal.OTHER_METRICS_RULE:g}" in action.help and "code bytes any change" in action.help

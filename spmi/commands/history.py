@@ -12,11 +12,12 @@ import argparse
 from pathlib import Path
 from typing import List, Sequence
 
-from spmi.base import config, fsutil, schema
+from spmi.base import fsutil, schema
 from spmi.base.errors import SuiteError
+from spmi.commands import parsing, shared
 from spmi.history import judge, records, report, store, trend_page
 from spmi.history.records import HistoryRecord, RunFacts
-from spmi.storage import blobs, uploads
+from spmi.storage import blobs
 
 #: a JSON summary larger than this is refused (the asmdiffs ones carry every diff row)
 MAX_SUMMARY_BYTES = 512 * 1024 * 1024
@@ -27,7 +28,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "history", help="record main-branch runs in storage; judge a change against them; draw trends",
         description="Main-branch history: upload JSON summaries as records, list and show them, and compare a "
                     "PR's summaries with the spread of the last main runs.")
-    verbs = parser.add_subparsers(dest="history_verb", metavar="verb", parser_class=config.ArgumentParser)
+    verbs = parser.add_subparsers(dest="history_verb", metavar="verb", parser_class=parsing.ArgumentParser)
     verbs.required = True
     _register_upload(verbs)
     _register_list(verbs)
@@ -51,8 +52,8 @@ def _register_upload(verbs) -> None:  # type: ignore[no-untyped-def]
     _record_facts_options(parser)
     parser.add_argument("-run_time", type=run_time, metavar="YYYYMMDDTHHMMSSZ",
                         help="when the run's diff build was made, UTC (default: now)")
-    blobs.add_storage_url_option(parser)
-    uploads.add_credential_options(parser)
+    shared.add_storage_url_option(parser)
+    shared.add_credential_options(parser)
     parser.set_defaults(func=upload_command)
 
 
@@ -60,9 +61,9 @@ def _selection_options(parser: argparse.ArgumentParser, required: bool) -> None:
     parser.add_argument("-summary_type", choices=records.SUMMARY_TYPES, required=required, help="kind of run")
     parser.add_argument("-target_os", required=required, help="target OS")
     parser.add_argument("-target_arch", required=required, help="target architecture")
-    parser.add_argument("-last", type=config.int_between(1, 1000), default=judge.DEFAULT_LAST,
+    parser.add_argument("-last", type=parsing.int_between(1, 1000), default=judge.DEFAULT_LAST,
                         help=f"how many of the newest records (default {judge.DEFAULT_LAST})")
-    blobs.add_storage_url_option(parser)
+    shared.add_storage_url_option(parser)
 
 
 def _register_list(verbs) -> None:  # type: ignore[no-untyped-def]
@@ -86,12 +87,12 @@ def _register_compare(verbs) -> None:  # type: ignore[no-untyped-def]
                                           "of main-to-main changes (Q1 - k*IQR .. Q3 + k*IQR)?")
     parser.add_argument("-summaries", nargs="+", required=True, metavar="JSON", help="the PR's JSON summaries")
     _record_facts_options(parser)
-    parser.add_argument("-last", type=config.int_between(1, 1000), default=judge.DEFAULT_LAST,
+    parser.add_argument("-last", type=parsing.int_between(1, 1000), default=judge.DEFAULT_LAST,
                         help=f"how many of the newest main records (default {judge.DEFAULT_LAST})")
-    parser.add_argument("-history_k", type=config.positive_float, default=judge.DEFAULT_K,
+    parser.add_argument("-history_k", type=parsing.positive_float, default=judge.DEFAULT_K,
                         help=f"fence width in interquartile ranges (default {judge.DEFAULT_K:g})")
     parser.add_argument("-output_md_path", metavar="FILE", help="also write the verdicts as markdown")
-    blobs.add_storage_url_option(parser)
+    shared.add_storage_url_option(parser)
     parser.set_defaults(func=compare_command)
 
 
@@ -142,7 +143,7 @@ def _print_problems(problems: Sequence[str]) -> None:
 
 def upload_command(args: argparse.Namespace) -> int:
     made = summary_records(args.summaries, facts_from_args(args))
-    credentials = uploads.StorageCredentials.from_args(args)
+    credentials = shared.storage_credentials(args)
     with fsutil.temporary_directory(prefix="spmi-history-") as scratch:
         for record in made:
             url = store.upload_record(record, credentials, _account_url(args), scratch)
