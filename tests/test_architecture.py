@@ -2,6 +2,7 @@
 only entry scripts at the top level, and no citation of a document outside the repository."""
 from __future__ import annotations
 
+import argparse
 import ast
 import re
 import subprocess
@@ -104,6 +105,57 @@ def test_rules_table_names_every_subpackage():
     on_disk = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
     assert set(rules) == on_disk
     assert all(allowed <= on_disk for allowed in rules.values())
+
+
+def module_table(text: str) -> Dict[str, str]:
+    """The table between the modules markers: `package/module` -> its job."""
+    block = text.split("<!-- modules", 1)[1].split("<!-- end modules", 1)[0]
+    jobs: Dict[str, str] = {}
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|", 1)]
+        if len(cells) == 2 and cells[0].startswith("`"):
+            jobs[cells[0].strip("`")] = cells[1].strip(" |")
+    return jobs
+
+
+def test_the_architecture_page_names_every_module_with_its_job():
+    jobs = module_table((REPO / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    on_disk = {str(p.relative_to(PACKAGE).with_suffix("")).replace("\\", "/")
+               for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"}
+    assert sorted(on_disk - set(jobs)) == [], "modules missing from docs/architecture.md"
+    assert sorted(set(jobs) - on_disk) == [], "docs/architecture.md names modules that are not there"
+    assert [name for name, job in jobs.items() if len(job) < 10] == []
+
+
+def subcommands(parser: argparse.ArgumentParser) -> List[str]:
+    """The names of a parser's subcommands, each followed by its own subcommands' names."""
+    names: List[str] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                names += [name, *subcommands(child)]
+    return names
+
+
+def overview_row(text: str, piece: str) -> str:
+    """The row of contracts.md §1's table that starts with `piece`."""
+    section = text.split('<a id="s1"></a>', 1)[1].split('<a id="s2"></a>', 1)[0]
+    return next(line for line in section.splitlines() if line.startswith(f"| `{piece}`"))
+
+
+def test_the_contracts_overview_lists_every_command():
+    import jitrollingbuild
+    import jitutil
+    import superpmi
+    contracts = (REPO / "docs" / "contracts.md").read_text(encoding="utf-8")
+    missing = {}
+    for script, module in (("superpmi.py", superpmi), ("jitutil.py", jitutil), ("jitrollingbuild.py", jitrollingbuild)):
+        named = set(re.findall(r"`([^`]+)`", overview_row(contracts, script).split("|")[1]))
+        commands = subcommands(module.build_parser())
+        assert commands, script
+        missing[script] = sorted(set(commands) - named)
+    assert missing == {"superpmi.py": [], "jitutil.py": [], "jitrollingbuild.py": []}
+    overview_row(contracts, "jitanalyze.py")
 
 
 def test_imports_follow_the_layering_rules():
