@@ -25,12 +25,15 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from spmi.base import fsutil
 from spmi.sources import mch_sources
 from spmi.sources.mch_sources import CollectionDownload, StoragePlan
 from spmi.storage import archives, blobs, downloads
+
+if TYPE_CHECKING:
+    from spmi.base.config import Settings
 
 log = logging.getLogger("superpmi")
 
@@ -38,7 +41,7 @@ _POLL_SECONDS = 0.2  # waits wake this often, so Ctrl-C is seen on every OS
 
 
 @contextmanager
-def collection_feed(query: mch_sources.CollectionQuery, settings,  # type: ignore[no-untyped-def]
+def collection_feed(query: mch_sources.CollectionQuery, settings: "Settings",
                     overlap: bool = True) -> Iterator[Iterable[Path]]:
     """The collections a command uses, as an iterable to walk once (see the module docstring);
     without `overlap` (`--no_overlap`) every download finishes first."""

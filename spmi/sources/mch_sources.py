@@ -23,12 +23,15 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from spmi.base import fsutil, platforms, redaction
 from spmi.base.errors import SuiteError
 from spmi.base.untrusted import one_line
 from spmi.storage import blobs, downloads
+
+if TYPE_CHECKING:
+    from spmi.base.config import Settings
 
 log = logging.getLogger("superpmi")
 
@@ -152,7 +155,7 @@ def finish_selection(paths: Iterable[Path], filters: Optional[Sequence[str]], wh
 
 # ---------------------------------------------------------------- entry point
 
-def resolve_collections(query: CollectionQuery, settings,  # type: ignore[no-untyped-def]
+def resolve_collections(query: CollectionQuery, settings: "Settings",
                         keep_archives_in: Optional[Path] = None) -> List[Path]:
     """The collections a command should use, downloading what is needed (§12.5); downloaded
     archives are kept in `keep_archives_in` when given (`download --skip_cleanup`)."""
@@ -536,7 +539,7 @@ def copy_file_atomically(source: Path, destination: Path) -> None:
         raise SuiteError(f"copying {source} to {destination} failed: {exc.strerror or exc}") from None
 
 
-def _fetch_url_spec(spec: str, force: bool, settings,  # type: ignore[no-untyped-def]
+def _fetch_url_spec(spec: str, force: bool, settings: "Settings",
                     keep_archives_in: Optional[Path]) -> List[Path]:
     if platforms.is_unc_path(spec):
         return copy_unc_path(spec, settings, force)
