@@ -26,12 +26,8 @@ JITEE_GUID_HEADER = Path("src/coreclr/inc/jiteeversionguid.h")
 _JITEE_GUID_RE = re.compile(r"^constexpr GUID JITEEVersionIdentifier *= *{ */\* *([^ ]*) *\*/")
 
 
-#: No number on a command line is larger than this (beyond it arithmetic and the OS's waits overflow).
-MAX_NUMBER = 10 ** 15
 #: The longest time in seconds a command line may give (30 days; the OS's waits take no more than ~49 days).
 MAX_SECONDS = 30 * 24 * 3600
-#: k of the A/A calibration: a change must exceed k × the measured spread (docs/contracts.md §12.12b)
-DEFAULT_NOISE_K = 3.0
 
 
 # ---------------------------------------------------------------- settings

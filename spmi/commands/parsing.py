@@ -13,9 +13,11 @@ import math
 import re
 from typing import Callable, Tuple, TypeVar
 
-from spmi.base.config import MAX_NUMBER, MAX_SECONDS
+from spmi.base.config import MAX_SECONDS
 
 Number = TypeVar("Number", int, float)
+#: No number on a command line is larger than this (beyond it arithmetic and the OS's waits overflow).
+MAX_NUMBER = 10 ** 15
 
 
 class UnregisteredOption(AttributeError):

@@ -2,10 +2,10 @@
 
 Option definitions: the common and target options, significance, collections, storage,
 credentials, baseline, JIT pair and replay options. Records: each command turns its parsed
-arguments into frozen dataclasses here (`settings_options`, `log_options`, `run_options`,
+arguments into typed records once, here (`settings_options`, `log_options`, `run_options`,
 `collection_query`, `baseline_request`, `jit_pair_options`, `given_paths`,
-`storage_credentials`) and hands those down; nothing below `spmi/commands` reads a
-namespace (docs/architecture.md, "One `asmdiffs` run").
+`storage_credentials`) and in its own module, and hands those down; nothing below
+`spmi/commands` reads a namespace (docs/architecture.md, "The command-line edge").
 """
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence
 
 from spmi.base import config, platforms
-from spmi.base.config import DEFAULT_NOISE_K
 from spmi.commands.parsing import (
     ArgumentParser,
     int_between,
@@ -28,6 +27,10 @@ from spmi.steps import preflight
 from spmi.storage import blobs, uploads
 from spmi.tools import superpmi_tool
 from spmi.tools.superpmi_tool import JitPairOptions, RunOptions
+
+#: k of the A/A calibration: a change must exceed k × the measured spread (docs/contracts.md §12.12b)
+DEFAULT_NOISE_K = 3.0
+
 
 # ---------------------------------------------------------------- shared option groups
 
