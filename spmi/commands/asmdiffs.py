@@ -192,7 +192,7 @@ class CollectionDiff:
 
 def run_asmdiffs(args: argparse.Namespace) -> int:
     shared.check_inputs(args, "asmdiffs", {"-base_jit_path": args.base_jit_path,
-                                              "-diff_jit_path": args.diff_jit_path})
+                                           "-diff_jit_path": args.diff_jit_path})
     settings = shared.settings_from_args(args, "Checked")
     options = shared.run_options(args)
     flags = AsmdiffsFlags.from_args(args)
