@@ -205,7 +205,8 @@ def run_asmdiffs(args: argparse.Namespace) -> int:
     log.info("Diff JIT: %s", jits.diff)
     results: List[CollectionDiff] = []
     collections: List[Path] = []
-    with collection_feed.collection_feed(shared.collection_query(args), settings, overlap=not args.no_overlap) as feed, \
+    query = shared.collection_query(args)
+    with collection_feed.collection_feed(query, settings, overlap=not args.no_overlap) as feed, \
             fsutil.temporary_directory(prefix="spmi-asmdiffs-", keep=options.skip_cleanup) as temp_dir:
         job = Job(settings, options, flags, superpmi, settings.core_root or superpmi.parent, jits.base, jits.diff,
                   pair, jits.baseline, jits.base_info, jits.diff_info, temp_dir)

@@ -155,7 +155,8 @@ def collection_blob_name(guid: str, target_os: str, mch_arch: str, file_name: st
 def download_command(args: argparse.Namespace) -> int:
     settings = _start(args)
     with fsutil.temporary_directory(prefix="spmi-download-", keep=args.skip_cleanup) as scratch:
-        paths = mch_sources.resolve_collections(shared.collection_query(args), settings, keep_archives_in=scratch if args.skip_cleanup else None)
+        paths = mch_sources.resolve_collections(shared.collection_query(args), settings,
+                                                keep_archives_in=scratch if args.skip_cleanup else None)
         if args.skip_cleanup:
             kept = sorted(p.name for p in scratch.iterdir())
             log.info("--skip_cleanup: %s", f"kept {len(kept)} downloaded archive(s) in {scratch}" if kept

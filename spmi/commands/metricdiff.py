@@ -240,7 +240,8 @@ def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
     apply_significance_options(args, run)
     run.repro = repro_template(job.invocation, job.base_jit, job.diff_jit, job.jit_options, job.report_metrics,
                                job.pin, settings.host_os)
-    with collection_feed.collection_feed(shared.collection_query(args), settings, overlap=not args.no_overlap) as collections, \
+    query = shared.collection_query(args)
+    with collection_feed.collection_feed(query, settings, overlap=not args.no_overlap) as collections, \
             fsutil.temporary_directory(prefix=f"spmi-{kind}-", keep=options.skip_cleanup) as temp_dir:
         for index, mch in enumerate(collections):
             work_dir = temp_dir / str(index)

@@ -78,7 +78,8 @@ def run_replay(args: argparse.Namespace) -> int:
     core_root = _core_root(settings, superpmi)
     log.info("SuperPMI replay with %s", jit)
     outcomes: List[CollectionOutcome] = []
-    with collection_feed.collection_feed(shared.collection_query(args), settings, overlap=not args.no_overlap) as collections, \
+    query = shared.collection_query(args)
+    with collection_feed.collection_feed(query, settings, overlap=not args.no_overlap) as collections, \
             fsutil.temporary_directory(prefix="spmi-replay-", keep=options.skip_cleanup) as temp_dir:
         for index, mch in enumerate(collections):
             ctx = ReplayContext(settings, options, superpmi, jit, jit_options, temp_dir / str(index))
