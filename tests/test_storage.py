@@ -139,7 +139,7 @@ def test_listing_failure_names_the_url(storage_account):
     with pytest.raises(blobs.StorageError, match=r"listing http://.*/nosuchcontainer\?restype=container.*HTTP 40[34]"):
         blobs.list_blobs("nosuchcontainer", "x/", storage_account.account_url)
     closed = closed_port_url()
-    with pytest.raises(blobs.StorageError, match=f"Listing failed after 2 attempts .*{closed}/superpmi"):
+    with pytest.raises(blobs.StorageUnreachable, match=f"Listing failed: storage cannot be reached .*{closed}/superpmi"):
         blobs.list_blobs("superpmi", "", closed, retry=blobs.RetryPolicy(2, 0.01))
 
 
