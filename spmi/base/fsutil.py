@@ -10,7 +10,7 @@ import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, Union
+from typing import Callable, Iterable, Iterator, List, Optional, Union
 
 from spmi.base import platforms
 from spmi.base.errors import SuiteError
@@ -106,6 +106,43 @@ def not_a_regular_file_inside(root: Path, path: Path) -> Optional[str]:
     if not _is_inside(Path(os.path.realpath(root)), Path(os.path.realpath(path))):
         return "a path that leaves its folder"
     return None
+
+
+class UnsuitableFile(ValueError):
+    """A file given to be read that is not one to read: not a regular file, or too large."""
+
+
+# O_NONBLOCK: opening a FIFO must not wait for a writer (it is then refused as not a regular file).
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+_KIND_NAMES = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def read_small_regular_file(path: PathLike, limit: int) -> bytes:
+    """The bytes of the regular file at `path` (a symbolic link followed), at most `limit` of them.
+
+    Never blocks on a FIFO and never reads more than `limit` + 1 bytes (a device such as /dev/zero
+    has no end): anything else raises UnsuitableFile saying what it is. OSError when it cannot be
+    opened or read."""
+    fd = os.open(os.fspath(path), _READ_FLAGS)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KIND_NAMES if test(mode)), "not a regular file")
+            raise UnsuitableFile(f"{kind}, not a regular file")
+        pieces: List[bytes] = []
+        size = 0
+        while size <= limit:
+            piece = os.read(fd, min(1 << 16, limit + 1 - size))
+            if not piece:
+                break
+            pieces.append(piece)
+            size += len(piece)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise UnsuitableFile(f"larger than {limit:,} bytes")
+    return b"".join(pieces)
 
 
 def _first_free_path(path: Path, numbered: Callable[[int], str]) -> Path:

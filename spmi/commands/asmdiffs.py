@@ -556,10 +556,12 @@ def example_noise_options(patterns_file: Optional[str], include_noise: bool) -> 
         return {"noise_patterns": noise_patterns.DEFAULT_PATTERNS,
                 "noise_source": noise_patterns.describe(noise_patterns.DEFAULT_PATTERNS, noise_patterns.DEFAULT_SOURCE)}
     try:
-        text = Path(patterns_file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SuiteError(f"-noise_patterns {patterns_file}: cannot read it ({exc}); give a text file of "
-                         "'line REGEX' / 'comment REGEX' entries") from None
+        text = fsutil.read_small_regular_file(patterns_file, noise_patterns.MAX_PATTERNS_FILE_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError, fsutil.UnsuitableFile) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise SuiteError(f"-noise_patterns {patterns_file}: cannot read it ({reason}); give a text file of at most "
+                         f"{noise_patterns.MAX_PATTERNS_FILE_BYTES:,} bytes of 'line REGEX' / 'comment REGEX' "
+                         "entries") from None
     patterns = tuple(noise_patterns.parse_patterns(text, f"-noise_patterns {patterns_file}"))
     return {"noise_patterns": patterns, "noise_source": noise_patterns.describe(patterns, patterns_file)}
 
