@@ -94,8 +94,11 @@ def test_asmdiffs_skips_examples_that_are_all_noise_and_include_noise_keeps_them
     kept = (tmp_path / "keep" / "diff_summary.md").read_text(encoding="utf-8")
     assert "<summary>Example diffs</summary>" in kept and "Skipped" not in kept
     assert 'id="listing-' in (tmp_path / "keep" / "diff_report.html").read_text(encoding="utf-8")
-    code, out = _asmdiffs(capsys, sample_toolchain, tmp_path / "default")   # the sample's diffs change code
+    code, out = _asmdiffs(capsys, sample_toolchain, tmp_path / "default",   # the sample's diffs change code
+                          "-significance", "CodeBytes=1")
     assert code == 0, out
+    assert "Warning: -significance CodeBytes=1 applied to nothing: no metric 'CodeBytes' in this run (its metrics: " \
+           "ActualCodeBytes, " in out
     assert "<summary>Example diffs</summary>" in (tmp_path / "default" / "diff_summary.md").read_text(encoding="utf-8")
 
 

@@ -220,6 +220,7 @@ def run_metricdiff(args: argparse.Namespace) -> int:
 
 def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
     kind = chosen.kind
+    signal.check_override_names(args.significance)
     preflight.check_inputs(args, kind, {"-base_jit_path": args.base_jit_path, "-diff_jit_path": args.diff_jit_path})
     settings = config.resolve_settings(args, "Release")
     if kind == TPDIFF:
@@ -497,6 +498,8 @@ def log_significance(run: MetricDiffRun) -> None:
         log.info("No significant %s differences found (%d changes within noise)",
                  {TPDIFF: "throughput", MEMDIFF: "memory"}.get(run.kind, "metric"), quiet)
     log.info("%s", signal.rule_line(signal.run_significance(run), metrics))
+    for line in signal.unmatched_overrides(run.significance, list(dict.fromkeys(metrics + run.all_metrics()))):
+        log.warning("Warning: %s", line)
 
 
 def finish(run: MetricDiffRun, settings: config.Settings, as_json: bool) -> int:
