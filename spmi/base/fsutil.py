@@ -21,7 +21,9 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 # ---------------------------------------------------------------- untrusted names (docs/contracts.md §12.20)
 
-_DEVICE_NAME_RE = re.compile(r"^(con|prn|aux|nul|com[0-9]|lpt[0-9]|conin\$|conout\$)(\..*)?$", re.IGNORECASE)
+#: Windows device names (COM and LPT also with the superscript digits ¹ ² ³, which Windows reads as 1 2 3)
+_DEVICE_NAME_RE = re.compile("^(con|prn|aux|nul|com[0-9\u00b9\u00b2\u00b3]|lpt[0-9\u00b9\u00b2\u00b3]|conin\\$|conout\\$)$",
+                             re.IGNORECASE)
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
 
 
@@ -42,11 +44,18 @@ def unsafe_name_reason(name: str, single_segment: bool = False) -> Optional[str]
         return "a '..' component"
     if single_segment and len(parts) > 1:
         return "a path separator"
-    if any(_DEVICE_NAME_RE.match(part.rstrip(" .")) for part in parts if part):
+    if any(is_device_name(part) for part in parts if part):
         return "a device name"
     if single_segment and name in (".", ""):
         return "no file name"
     return None
+
+
+def is_device_name(segment: str) -> bool:
+    """Whether Windows opens a device for this path segment, as it reads one: what comes before the first
+    `.` (the extension does not matter: `nul.tar.gz`), without trailing spaces or a colon (`con .so`,
+    `COM1:`), is a device name."""
+    return bool(_DEVICE_NAME_RE.match(segment.split(".", 1)[0].rstrip(" :")))
 
 
 def relative_name_path(name: str) -> Path:
