@@ -3,6 +3,7 @@ summaries that use it)."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import subprocess
@@ -206,3 +207,30 @@ def test_bad_overrides_are_one_line_before_anything_starts(tmp_path, script, arg
                           timeout=60, cwd=tmp_path, env=env)
     assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", expected + "\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_noise_check_line_names_each_collection_whose_aa_replay_failed() -> None:
+    clean = _collection("clean.mch", 100, 120, noise=0.1)
+    failing = _collection("_ab.mch", 100, 120, noise=0.1)
+    failing.noise_failed, failing.noise_problem = 16, "Compilation failures"
+    crashed_worker = _collection("w.mch", 100, 120, noise=0.1)
+    crashed_worker.noise_problem = "Compilation failures"
+    no_data = _collection("<x>.mch", 100, 120)
+    no_data.noise_problem = "Fatal error, SuperPMI has returned SIGSEGV (segmentation fault)"
+    assert report.noise_check_line([clean]) == ""
+    assert report.noise_check_line([clean, failing, crashed_worker, no_data]) == (
+        "Noise check incomplete: \\_ab.mch: the A/A replay ended with Compilation failures; 16 contexts failed in it, "
+        "so its noise floor comes from the contexts that compiled; w.mch: the A/A replay ended with Compilation "
+        "failures; no failed context is in its details (a worker that crashed leaves its contexts out), so its noise "
+        "floor comes from the contexts that compiled; &lt;x&gt;.mch: the A/A replay produced no data (Fatal error, "
+        "SuperPMI has returned SIGSEGV (segmentation fault)), so it was judged by the rule alone.")
+    run = model.MetricDiffRun(kind="memdiff", focus="BytesAllocated", noise_k=3.0, collections=[clean, failing])
+    text = report.render(run, long=True, direction_of=lambda metric: "lower")
+    assert "\n\nNoise check incomplete: \\_ab.mch: the A/A replay ended with Compilation failures; 16 contexts" in text
+    back = model.run_from_json(json.loads(json.dumps(model.run_to_json(run))))
+    assert [(c.noise_failed, c.noise_problem) for c in back.collections] == [(0, ""), (16, "Compilation failures")]
+    for bad in (-1, 1.5, True, "3", 10 ** 13):
+        data = model.run_to_json(run)
+        data["collections"][1]["noise_failed"] = bad
+        with pytest.raises(ValueError, match="a count of contexts must be a whole number"):
+            model.run_from_json(data)

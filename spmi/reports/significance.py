@@ -265,12 +265,14 @@ class SpreadDigest:
     def __init__(self, metrics: Optional[Sequence[str]]) -> None:
         self.metrics: Optional[List[str]] = list(metrics) if metrics is not None else None
         self.sums: Dict[str, Dict[str, SpreadSums]] = {}
+        self.failed = 0  # rows where a side did not succeed: contexts the A/A replay failed
 
     def add(self, table: Any) -> None:
         if self.metrics is None:
             self.metrics = [m for m in table.metric_names if m not in table.synthesized_metrics]
         columns = table.columns
         succeeded = success_mask(columns)
+        self.failed += len(succeeded) - sum(succeeded)
         masks = {"MinOpts": bytes(map(and_, succeeded, columns.minopts)),
                  "FullOpts": bytes(map(gt, succeeded, columns.minopts))}
         for metric in self.metrics:
