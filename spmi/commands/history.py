@@ -4,7 +4,7 @@
   `superpmi/history/<type>/<target_os>/<target_arch>/<UTC time>_<diff hash>.json` (needs a credential).
 - `history list`: the records there are (anonymous).
 - `history show`: the per-run changes of one type and target; `-output_html_path F` writes the trend page.
-- `history compare -summaries F…`: the PR's changes against the last N main runs (IQR fence).
+- `history compare -summaries F…`: the PR's changes against the last N main runs (the fence of their sizes).
 """
 from __future__ import annotations
 
@@ -82,14 +82,16 @@ def _register_show(verbs) -> None:  # type: ignore[no-untyped-def]
 
 def _register_compare(verbs) -> None:  # type: ignore[no-untyped-def]
     parser = verbs.add_parser("compare", help="judge a PR's summaries against the last main runs",
-                              description="For each collection and metric, is the PR's change within the spread "
-                                          "of main-to-main changes (Q1 - k*IQR .. Q3 + k*IQR)?")
+                              description="For each collection and metric: is the PR's change below its rule, "
+                                          "or is its size within the fence of main's changes (|change| < Q3 + "
+                                          "k*IQR of their sizes; docs/history.md)?")
     parser.add_argument("-summaries", nargs="+", required=True, metavar="JSON", help="the PR's JSON summaries")
     _record_facts_options(parser)
     parser.add_argument("-last", type=config.int_between(1, 1000), default=judge.DEFAULT_LAST,
                         help=f"how many of the newest main records (default {judge.DEFAULT_LAST})")
     parser.add_argument("-history_k", type=config.positive_float, default=judge.DEFAULT_K,
-                        help=f"fence width in interquartile ranges (default {judge.DEFAULT_K:g})")
+                        help=f"fence width in interquartile ranges, widened for short histories "
+                             f"(default {judge.DEFAULT_K:g}; x5/3 from 20 runs on)")
     parser.add_argument("-output_md_path", metavar="FILE", help="also write the verdicts as markdown")
     blobs.add_storage_url_option(parser)
     parser.set_defaults(func=compare_command)
