@@ -51,7 +51,7 @@ def _register_upload(verbs) -> None:  # type: ignore[no-untyped-def]
     _record_facts_options(parser)
     parser.add_argument("-run_time", type=run_time, metavar="YYYYMMDDTHHMMSSZ",
                         help="when the run's diff build was made, UTC (default: now)")
-    blobs.add_storage_url_option(parser)
+    _storage_option(parser)
     uploads.add_credential_options(parser)
     parser.set_defaults(func=upload_command)
 
@@ -62,7 +62,7 @@ def _selection_options(parser: argparse.ArgumentParser, required: bool) -> None:
     parser.add_argument("-target_arch", required=required, help="target architecture")
     parser.add_argument("-last", type=config.int_between(1, 1000), default=judge.DEFAULT_LAST,
                         help=f"how many of the newest records (default {judge.DEFAULT_LAST})")
-    blobs.add_storage_url_option(parser)
+    _storage_option(parser)
 
 
 def _register_list(verbs) -> None:  # type: ignore[no-untyped-def]
@@ -93,7 +93,7 @@ def _register_compare(verbs) -> None:  # type: ignore[no-untyped-def]
                         help=f"fence width in interquartile ranges, widened for short histories "
                              f"(default {judge.DEFAULT_K:g}; x5/3 from 20 runs on)")
     parser.add_argument("-output_md_path", metavar="FILE", help="also write the verdicts as markdown")
-    blobs.add_storage_url_option(parser)
+    _storage_option(parser)
     parser.set_defaults(func=compare_command)
 
 
@@ -132,7 +132,13 @@ def summary_records(paths: Sequence[str], facts: RunFacts) -> List[HistoryRecord
 
 
 def _account_url(args: argparse.Namespace) -> str:
-    return blobs.resolve_account_url(getattr(args, "storage_url", None))
+    return store.resolve_location(getattr(args, "storage_url", None))
+
+
+def _storage_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-storage_url", metavar="URL_OR_FOLDER",
+                        help=f"storage account URL, or a folder (a path or file:// URL) with the same layout "
+                             f"(default: ${blobs.STORAGE_URL_ENV}, else {blobs.DEFAULT_ACCOUNT_URL})")
 
 
 def _print_problems(problems: Sequence[str]) -> None:
