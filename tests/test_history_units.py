@@ -207,11 +207,20 @@ def test_record_from_a_metric_summary_leaves_out_hostile_collection_names():
     assert made.collections[0].change("Instructions") == pytest.approx(3.0)
 
 
-def test_metric_summary_without_a_target_needs_the_flags():
+def test_metric_summary_names_its_target_and_an_older_one_needs_the_flags():
     from spmi.reports import metric_model
-    run = metric_model.MetricDiffRun(kind="tpdiff", focus="Instructions")
+    run = metric_model.MetricDiffRun(kind="tpdiff", focus="instructions", target_os="linux", target_arch="arm64")
+    document = json.loads(json.dumps(metric_model.run_to_json(run)))
+    assert (document["target_os"], document["target_arch"]) == ("linux", "arm64")
+    made = records.record_from_summary(document, records.RunFacts(), "s.json")
+    assert made.platform == ("linux", "arm64")
+    assert records.record_from_summary(document, records.RunFacts(target_arch="x64"), "s.json").platform == (
+        "linux", "x64")
+    del document["target_os"], document["target_arch"]
     with pytest.raises(RecordError, match="pass -target_os and -target_arch"):
-        records.record_from_summary(metric_model.run_to_json(run), records.RunFacts(), "s.json")
+        records.record_from_summary(document, records.RunFacts(), "s.json")
+    merged = metric_model.merge_runs([run, metric_model.MetricDiffRun(kind="tpdiff", focus="instructions")])
+    assert (merged.target_os, merged.target_arch) == ("linux", "arm64")
 
 
 def test_a_short_history_widens_the_fence():
