@@ -108,7 +108,7 @@ def judge_section(made: Sequence[HistoryRecord], account_url: str, last: int, pa
         if pages is not None:
             name = trend_page_name(pr.summary_type, pr.target_os, pr.target_arch)
             title = f"SuperPMI {pr.summary_type} history: {pr.target_os} {pr.target_arch}"
-            fsutil.atomic_write_text(pages / name, trend_page.render_trend_page(listing.records, title, pr))
+            fsutil.atomic_write_text(pages / name, trend_page.render_trend_page(listing.records, title, pr, last=last))
             written.append(name)
     return report.overall_section(judged, last, notes, written)
 
