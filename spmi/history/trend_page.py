@@ -162,7 +162,7 @@ def date_ticks(stamps: Sequence[str], count: int = 4) -> List[Tuple[float, str]]
     if end <= start:
         return [(start, _when(stamps[0])[:16])]
     hours = end - start < 3 * 86400
-    marks = []
+    marks: List[Tuple[float, str]] = []
     for index in range(count):
         at = start + (end - start) * index / (count - 1)
         text = datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d %H:%M" if hours else "%Y-%m-%d")

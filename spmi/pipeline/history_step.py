@@ -21,7 +21,7 @@ from spmi.base.untrusted import neutralize_commands, one_line
 from spmi.history import folder_store, judge, records, report, store, trend_page
 from spmi.history.records import HistoryRecord, RunFacts
 from spmi.reports import asm_model, metric_model
-from spmi.storage import blobs, uploads
+from spmi.storage import uploads
 
 log = logging.getLogger("superpmi")
 
