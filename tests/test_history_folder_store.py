@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from spmi.history.records import CollectionTotals, HistoryRecord
 from spmi.storage import uploads
 
 GUID = "5f2a8c1e-3b7d-4e96-a0c4-9d81e6b27f35"
+REPO = Path(__file__).resolve().parent.parent
 
 
 def record(day: int, change: float = 0.01) -> HistoryRecord:
@@ -93,3 +96,34 @@ def test_an_unreadable_record_is_one_line(tmp_path):
         assert listing.records == [] and len(listing.problems) == 1 and "cannot be read" in listing.problems[0]
     finally:
         written.chmod(0o644)
+
+
+def history_cli(*args: object) -> "subprocess.CompletedProcess[str]":
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_STORAGE_", "SUPERPMI_"))}
+    return subprocess.run([sys.executable, str(REPO / "superpmi.py"), "history", *map(str, args)], text=True,
+                          capture_output=True, env=environment, timeout=120, cwd=str(REPO))
+
+
+def test_show_without_flags_shows_every_recorded_kind_and_target(tmp_path):
+    location = store.resolve_location(str(tmp_path / "store"))
+    for day in (1, 2, 3):
+        store.upload_record(record(day), uploads.StorageCredentials(), location, tmp_path)
+        other = HistoryRecord("memdiff", "linux", "arm64", f"202611{day:02d}T040000Z", f"{day:07x}", collections=[
+            CollectionTotals("b.mch", 10, {"BytesAllocated": [1e6, 1e6 + day]})])
+        store.upload_record(other, uploads.StorageCredentials(), location, tmp_path)
+    page = tmp_path / "trend.html"
+    result = history_cli("show", "-storage_url", tmp_path / "store", "-output_html_path", page)
+    assert result.returncode == 0, result.stdout + result.stderr
+    heads = [line for line in result.stdout.splitlines() if line.endswith(":")]
+    assert heads == ["memdiff linux/arm64:", "tpdiff linux/x64:"]
+    text = page.read_text(encoding="utf-8")
+    assert "<h2>memdiff linux arm64</h2>" in text and "<h2>tpdiff linux x64</h2>" in text
+    assert text.count('class="fence"') == 2
+    narrowed = history_cli("show", "-storage_url", tmp_path / "store", "-summary_type", "tpdiff")
+    assert [line for line in narrowed.stdout.splitlines() if line.endswith(":")] == ["tpdiff linux/x64:"]
+
+
+def test_history_help_names_its_verbs():
+    result = history_cli("-h")
+    assert result.returncode == 0 and "{upload,list,show,compare}" in result.stdout
+    assert all(f"    {verb} " in result.stdout for verb in ("upload", "list", "show", "compare"))

@@ -188,12 +188,15 @@ def show_command(args: argparse.Namespace) -> int:
     if prs and not chosen:
         raise SuiteError("-summaries holds no summary of the -summary_type/-target_os/-target_arch asked; "
                          "give the PR's JSON summary of that kind and target")
-    groups: List[Group] = [(pr.summary_type, pr.target_os, pr.target_arch) for pr in chosen] or \
-        recorded_groups(location, args)
+    groups: List[Group] = [(pr.summary_type, pr.target_os, pr.target_arch) for pr in chosen]
+    said: List[str] = []
+    if not groups:
+        groups, said = recorded_groups(location, args)
+        _print_problems(said)
     pages: List[trend_page.TrendGroup] = []
     for group in groups:
         listing = store.load_history(location, *group, args.last)
-        _print_problems(listing.problems)
+        _print_problems([p for p in listing.problems if p not in said])
         print(f"{group[0]} {group[1]}/{group[2]}:")
         for line in change_lines(listing.records):
             print(f"  {line}")
@@ -218,12 +221,11 @@ def _selected(args: argparse.Namespace, group: Group) -> bool:
                for wanted, value in zip((args.summary_type, args.target_os, args.target_arch), group))
 
 
-def recorded_groups(location: str, args: argparse.Namespace) -> List[Group]:
-    """Every recorded (type, target) the flags allow, in name order."""
+def recorded_groups(location: str, args: argparse.Namespace) -> Tuple[List[Group], List[str]]:
+    """Every recorded (type, target) the flags allow, in name order; a line per name of another shape."""
     names, problems = store.list_record_names(location, args.summary_type, args.target_os, args.target_arch)
-    _print_problems(problems)
     found = {(n.summary_type, n.target_os, n.target_arch) for n in names}
-    return sorted(g for g in found if _selected(args, g))
+    return sorted(g for g in found if _selected(args, g)), problems
 
 
 def change_lines(history: Sequence[HistoryRecord]) -> List[str]:
