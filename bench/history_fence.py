@@ -67,7 +67,7 @@ def main() -> int:
             suite = rate(suite_flags, draw, runs, args.trials)
             worst[name] = max(worst[name], suite)
             cells.append(f"{suite:>18.2%} {rate(plain_flags, draw, runs, args.trials):>7.2%}")
-        print(f"{runs:>5} {judge.history_k(judge.DEFAULT_K, runs):>6.2f} " + " ".join(cells))
+        print(f"{runs:>5} {judge.history_k(judge.DEFAULT_K, runs):>6.2f} " + " ".join(cells), flush=True)
     print("worst suite rate: " + ", ".join(f"{name} {value:.2%}" for name, value in worst.items())
           + f" ({args.trials} trials per cell)")
     return 0

@@ -88,10 +88,10 @@ def test_change_inside_the_fence_is_within_and_outside_is_flagged_with_the_fence
     loud = judge.judge(record(stamp(9), 2.5), history)
     assert [j.verdict for j in quiet.judgements] == [judge.Verdict.WITHIN]
     assert [j.verdict for j in loud.judgements] == [judge.Verdict.FLAGGED]
-    # sizes 0, 0.01, 0.02, 0.03: Q1 0.0075, Q3 0.0225, k 21 (four runs): fence 0.0225 + 21 x 0.015 = 0.3375
-    assert quiet.judgements[0].fence.limit == pytest.approx(0.3375)
-    assert quiet.judgements[0].describe() == "within the usual range (fence ±0.34%, last 4 main runs)"
-    assert loud.judgements[0].describe() == "outside the usual range by 2.16 pp (fence ±0.34%, last 4 main runs)"
+    # sizes 0, 0.01, 0.02, 0.03: Q1 0.0075, Q3 0.0225, k 24 (four runs): fence 0.0225 + 24 x 0.015 = 0.3825
+    assert quiet.judgements[0].fence.limit == pytest.approx(0.3825)
+    assert quiet.judgements[0].describe() == "within the usual range (fence ±0.38%, last 4 main runs)"
+    assert loud.judgements[0].describe() == "outside the usual range by 2.12 pp (fence ±0.38%, last 4 main runs)"
     assert quiet.records_used == 4
 
 
@@ -225,7 +225,7 @@ def test_metric_summary_names_its_target_and_an_older_one_needs_the_flags():
 
 def test_a_short_history_widens_the_fence():
     assert [judge.history_k(3.0, n) for n in (3, 5, 6, 7, 8, 11, 12, 19, 20, 30)] == [
-        21.0, 21.0, 12.0, 12.0, 8.0, 8.0, 6.0, 6.0, 5.0, 5.0]
+        24.0, 24.0, 12.0, 12.0, 8.0, 8.0, 6.0, 6.0, 5.0, 5.0]
     # four tightly grouped runs: a change well outside their range is still within a short history's fence
     history = [record(stamp(d), c) for d, c in ((1, 0.02), (2, 0.03), (3, 0.04), (4, 0.05))]
     assert judge.judge(record(stamp(9), -0.3), history).judgements[0].verdict is judge.Verdict.WITHIN

@@ -131,13 +131,13 @@ def fmt_points(points: float) -> str:
 
 #: (fewer records than this, factor on k): the fence of a short history is wider, calibrated with
 #: bench/history_fence.py so that heavier-tailed (Laplace) noise is flagged in at most 1% of no-change runs
-SMALL_HISTORY_FACTORS = ((6, 7.0), (8, 4.0), (12, 8.0 / 3.0), (20, 2.0))
+SMALL_HISTORY_FACTORS = ((6, 8.0), (8, 4.0), (12, 8.0 / 3.0), (20, 2.0))
 #: the factor from 20 runs on
 LONG_HISTORY_FACTOR = 5.0 / 3.0
 
 
 def history_k(k: float, records: int) -> float:
-    """`k` for a history of `records` main runs: x7 below 6 runs, x4 below 8, x8/3 below 12, x2 below 20, else x5/3."""
+    """`k` for a history of `records` main runs: x8 below 6 runs, x4 below 8, x8/3 below 12, x2 below 20, else x5/3."""
     for below, factor in SMALL_HISTORY_FACTORS:
         if records < below:
             return k * factor
