@@ -76,7 +76,7 @@ class Judgement:
     rule_pct: float = 0.0       # the metric's minimum meaningful change (docs/signal.md)
 
     def describe(self) -> str:
-        """What decided, e.g. `outside the usual range by 2.16 pp (fence ±0.34%, last 4 main runs)`."""
+        """What decided, e.g. `outside the usual range by 2.12 pp (fence ±0.38%, last 4 main runs)`."""
         runs = f"last {len(self.history)} main run{'s' if len(self.history) != 1 else ''}"
         rule = f"{self.metric} {fmt_rule_pct(self.rule_pct)}"
         if self.verdict is Verdict.BELOW_RULE:
