@@ -229,7 +229,7 @@ def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
     options = RunOptions.from_args(args)
     config.start_logging(args, settings)
     job = prepare_job(args, settings, options, chosen)
-    run = MetricDiffRun(kind=kind, focus=job.focus,
+    run = MetricDiffRun(kind=kind, focus=job.focus, target_os=settings.target_os, target_arch=settings.target_arch,
                         base_jit_options=summary_options(job.jit_options.shared, job.jit_options.base_only),
                         diff_jit_options=summary_options(job.jit_options.shared, job.jit_options.diff_only))
     if kind == TPDIFF:

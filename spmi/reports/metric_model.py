@@ -590,6 +590,9 @@ class MetricDiffRun:
 
     kind: str
     focus: str
+    #: the target the run replayed for, like asmdiffs' summaries ('' in summaries written before)
+    target_os: str = ""
+    target_arch: str = ""
     base_jit_options: List[str] = field(default_factory=list)
     diff_jit_options: List[str] = field(default_factory=list)
     base_build: Optional[BuildRecord] = None
@@ -667,6 +670,7 @@ def run_from_json(data: Mapping[str, Any]) -> MetricDiffRun:
             raise ValueError(f"summary version {version} is not supported (expected {SUMMARY_VERSION})")
         return MetricDiffRun(
             kind=data["kind"], focus=data["focus"],
+            target_os=str(data.get("target_os") or ""), target_arch=str(data.get("target_arch") or ""),
             base_jit_options=list(data.get("base_jit_options", [])),
             diff_jit_options=list(data.get("diff_jit_options", [])),
             base_build=_build_from_json(data.get("base_build")),
@@ -694,7 +698,8 @@ def merge_runs(runs: Sequence[MetricDiffRun]) -> MetricDiffRun:
             raise ValueError(f"cannot merge a {other.kind} summary with a {first.kind} summary")
         if other.focus != first.focus:
             raise ValueError(f"cannot merge summaries of metric {other.focus} and {first.focus}")
-    merged = MetricDiffRun(kind=first.kind, focus=first.focus)
+    merged = MetricDiffRun(kind=first.kind, focus=first.focus, target_os=first.target_os,
+                           target_arch=first.target_arch)
     merged.base_jit_options = next((r.base_jit_options for r in runs if r.base_jit_options), [])
     merged.diff_jit_options = next((r.diff_jit_options for r in runs if r.diff_jit_options), [])
     merged.base_build = next((r.base_build for r in runs if r.base_build is not None), None)
