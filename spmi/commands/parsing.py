@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from typing import Callable, Tuple, TypeVar
+from typing import Callable, List, Optional, Tuple, TypeVar
 
 from spmi.base.config import MAX_SECONDS
 
@@ -56,7 +56,10 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def _number(text: str, convert: Callable[[str], Number], kind: str, most: str = f"{MAX_NUMBER:,}") -> Number:
+    """`text` as a number; Python's digit separators are refused (`1_0` is not 10 on a command line)."""
     try:
+        if "_" in text:
+            raise ValueError(text)
         value = convert(text.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not {kind}") from None
@@ -129,3 +132,16 @@ def significance_override(text: str) -> Tuple[str, float]:
     except argparse.ArgumentTypeError as exc:
         raise argparse.ArgumentTypeError(f"'{text}': the percentage {exc}") from None
     return name, value
+
+
+class SignificanceOverrides(argparse.Action):
+    """`-significance` repeated: the overrides in order; a metric given twice is refused (the later one
+    would otherwise win silently)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: Optional[str] = None) -> None:
+        override: Tuple[str, float] = values  # type: ignore[assignment]
+        given: List[Tuple[str, float]] = list(getattr(namespace, self.dest, None) or [])
+        if any(override[0] == earlier for earlier, _ in given):
+            parser.error(f"argument {option_string}: {override[0]} is given twice; give each metric once")
+        setattr(namespace, self.dest, given + [override])

@@ -16,6 +16,7 @@ from typing import Dict, Mapping, Optional, Sequence
 from spmi.base import config, platforms
 from spmi.commands.parsing import (
     ArgumentParser,
+    SignificanceOverrides,
     int_between,
     positive_float,
     positive_int,
@@ -71,7 +72,7 @@ def significance_options(calibration: bool = True) -> ArgumentParser:
     `calibration`, the A/A noise check (docs/contracts.md §12.12b)."""
     parser = ArgumentParser(add_help=False)
     group = parser.add_argument_group("significance options")
-    group.add_argument("-significance", action="append", type=significance_override, default=[],
+    group.add_argument("-significance", action=SignificanceOverrides, type=significance_override, default=[],
                        metavar="METRIC=PCT",
                        help="minimum meaningful change of METRIC in %% (0 = any change), replacing the default "
                             "rule for that metric (instructions 0.005, code bytes any change, BytesAllocated 1, "

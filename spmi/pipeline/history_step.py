@@ -17,10 +17,10 @@ from typing import List, Optional, Sequence, Tuple
 from spmi.base import fsutil
 from spmi.base.errors import SuiteError
 from spmi.base.untrusted import neutralize_commands, one_line
-from spmi.history import judge, records, report, store, trend_page
+from spmi.history import folder_store, judge, records, report, store, trend_page
 from spmi.history.records import HistoryRecord, RunFacts
 from spmi.reports import asm_model, metric_model
-from spmi.storage import blobs, uploads
+from spmi.storage import uploads
 
 log = logging.getLogger("superpmi")
 
@@ -34,7 +34,7 @@ class HistoryRequest:
     diff_hash: str = ""                  # -diff_git_hash
     base_hash: str = ""                  # -base_git_hash
     jit_ee_version: str = ""             # -jit_ee_version
-    storage_url: Optional[str] = None    # -storage_url
+    storage_url: Optional[str] = None    # -storage_url: an account URL or a folder
 
     @property
     def wanted(self) -> bool:
@@ -78,7 +78,7 @@ def run_history(platform_summaries: Sequence[Tuple[str, str, object]], request: 
             continue
         if record is not None:
             made.append(record)
-    account_url = blobs.resolve_account_url(request.storage_url)
+    account_url = store.resolve_location(request.storage_url)
     section = judge_section(made, account_url, request.last, pages) if request.compare else ""
     if request.upload:
         upload_records(made, account_url)
@@ -102,14 +102,14 @@ def judge_section(made: Sequence[HistoryRecord], account_url: str, last: int, pa
         if pages is not None:
             name = trend_page_name(pr.summary_type, pr.target_os, pr.target_arch)
             title = f"SuperPMI {pr.summary_type} history: {pr.target_os} {pr.target_arch}"
-            fsutil.atomic_write_text(pages / name, trend_page.render_trend_page(listing.records, title, pr))
+            fsutil.atomic_write_text(pages / name, trend_page.render_trend_page(listing.records, title, pr, last=last))
             written.append(name)
     return report.overall_section(judged, last, notes, written)
 
 
 def upload_records(made: Sequence[HistoryRecord], account_url: str) -> None:
     credentials = uploads.StorageCredentials(**uploads.first_credential_from_environment(os.environ))
-    if credentials.kind() is None:
+    if credentials.kind() is None and not folder_store.is_folder_location(account_url):
         raise SuiteError("--history_upload needs a credential: set $" + uploads.CONNECTION_STRING_ENV + ", $"
                          + uploads.SAS_TOKEN_ENV + " or $" + uploads.ACCOUNT_KEY_ENV)
     with fsutil.temporary_directory(prefix="spmi-history-") as scratch:

@@ -685,8 +685,9 @@ def add_history_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("-diff_git_hash", metavar="HASH", help="commit the diff JITs were built from (recorded)")
     group.add_argument("-base_git_hash", metavar="HASH", help="commit the base JITs were built from (recorded)")
     group.add_argument("-jit_ee_version", metavar="GUID", help="JIT-EE version of the collections (recorded)")
-    group.add_argument("-storage_url", help="storage account of the history (default: $SUPERPMI_STORAGE_URL, "
-                                            "else the public account)")
+    group.add_argument("-storage_url", help="storage account of the history, or a folder (path or file:// URL) "
+                                            "with the same layout (default: $SUPERPMI_STORAGE_URL, else the "
+                                            "public account)")
 
 
 def history_request(args: argparse.Namespace) -> history_step.HistoryRequest:
