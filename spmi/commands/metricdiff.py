@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, List, Optional, Sequence, Union
 
 from spmi.base import cioutput, config, errors, fsutil, logs, runner
 from spmi.base.errors import SuiteError
+from spmi.base.untrusted import console_line
 from spmi.formats import details
 from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
@@ -496,7 +497,7 @@ def log_significance(run: MetricDiffRun) -> None:
     else:
         log.info("No significant %s differences found (%d changes within noise)",
                  {TPDIFF: "throughput", MEMDIFF: "memory"}.get(run.kind, "metric"), quiet)
-    log.info("%s", signal.rule_line(signal.run_significance(run), metrics))
+    log.info("%s", signal.rule_line(signal.run_significance(run), metrics, console_line))
 
 
 def finish(run: MetricDiffRun, settings: config.Settings, as_json: bool) -> int:

@@ -62,9 +62,10 @@ def fmt_delta(base: int, diff: int) -> str:
 
 
 def fmt_percent(value: float, decimals: int = 2) -> str:
-    """P(p,k): signed percentage, red when positive, green when negative."""
+    """P(p,k): signed percentage, red when positive, green when negative; a change that would
+    show as zero at k decimals gets more (`significance.fmt_change`)."""
     value = value + 0.0  # no "-0.00%"
-    text = ("+" if value > 0 else "") + f"{value:.{decimals}f}%"
+    text = significance.fmt_change(value, decimals)
     if value > 0:
         return colored("red", text)
     if value < 0:

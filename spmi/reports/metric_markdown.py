@@ -55,15 +55,13 @@ def fmt_value(value: Number, kind: str = "int") -> str:
 
 
 def fmt_pct(pct: float, decimals: int = 2, direction: str = LOWER) -> str:
-    """`P(p)`: `+` when positive, k decimals, `%`; ±∞ for a zero base.
+    """`P(p)`: `+` when positive, k decimals (more when a real change would show as zero:
+    `significance.fmt_change`), `%`; ±∞ for a zero base.
 
     Red when the change is bad for the metric's direction, green when good;
     neutral metrics are not coloured. Zero is never coloured.
     """
-    if math.isinf(pct):
-        text = "+∞" if pct > 0 else "-∞"
-    else:
-        text = f"{'+' if pct > 0 else ''}{pct:.{decimals}f}%"
+    text = signal.fmt_change(pct, decimals)
     if pct == 0 or direction == NEUTRAL:
         return text
     worse = pct > 0 if direction != HIGHER else pct < 0
@@ -140,11 +138,8 @@ def within_noise_section(run: MetricDiffRun, metrics: Sequence[str], rows: Seque
         return ""
     body = "|Collection|Metric|Row|PDIFF|Why not flagged|\n|---|---|---|--:|---|\n"
     for change in quiet:
-        why = change.verdict.value
-        if change.floor is not None:
-            why += f" ({signal.fmt_floor(change.floor)})"
         body += (f"|{escape_md_inline(change.collection)}|{escape_md_inline(change.metric)}|{change.row}|"
-                 f"{fmt_pct(change.pct, direction=NEUTRAL)}|{why}|\n")
+                 f"{fmt_pct(change.pct, direction=NEUTRAL)}|{change.why}|\n")
     return details_section(f"Changes within noise ({len(quiet)})", body)
 
 
