@@ -57,7 +57,9 @@ def collection_counts(label: str, collection: CollectionReport) -> CollectionCou
     failures = max(overall.base_failures, overall.diff_failures, collection.assert_contexts)
     if collection.status.failed and not failures:
         failures = 1
-    return CollectionCounts(label, overall.diffed_contexts, overall.contexts_with_diffs, missing, failures)
+    return CollectionCounts(label, overall.diffed_contexts, overall.contexts_with_diffs, missing, failures,
+                            overall.base_code_bytes, overall.diff_code_bytes, overall.base_perfscore,
+                            overall.diff_perfscore)
 
 
 def collection_failures(label: str, collection: CollectionReport) -> List[Failure]:
