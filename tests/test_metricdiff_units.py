@@ -204,6 +204,7 @@ def test_tpdiff_build_warnings_each_on_its_own_line():
     run = tp_run([_tp_collection("a.mch", 100_000, 110_000)], base, diff)
     text = report.render_tpdiff(run, long=False)
     lines = [line for line in text.splitlines() if line]
+    assert lines.pop(0) == f"tpdiff: instructions {RED}+5.00%</span> (significant); no failures"  # the verdict first
     assert lines[0] == (f"{RED}Warning:</span> Different compilers used for base and diff JITs. "
                         "Results may be misleading.")
     assert lines[1] == "Base JIT's compiler: MSVC 19.38"
@@ -244,7 +245,9 @@ def test_memdiff_red_first_line_names_collection_row_and_figure():
     run = mem_run([_mem_collection("big.mch", (1000, 1400)), _mem_collection("ok.mch", (1000, 1010))])
     for long in (True, False):
         text = report.render_memdiff(run, long, details.metric_direction)
-        first = text.splitlines()[0]
+        verdict, first = text.splitlines()[0], text.splitlines()[2]
+        assert verdict == (f"memdiff: BytesAllocated {RED}+10.25%</span> (significant in 1 of 2 collections; "
+                           f"{RED}gate 25% reached in 1 collection</span>); no failures")
         assert first.startswith(RED) and "big.mch FullOpts +40.00%" in first and "ok.mch" not in first
         assert "Overall or FullOpts row is at least +25%" in text and "exit code 2" in text
 

@@ -38,7 +38,7 @@ from spmi.tools.superpmi_tool import JitPairOptions, RunFiles, RunOptions, Super
 
 if TYPE_CHECKING:  # PIN is for tpdiff only: imported where used
     from spmi.tools import pintools
-from spmi.steps.outputs import summary_paths
+from spmi.steps.outputs import log_verdicts, summary_paths
 
 log = logging.getLogger("superpmi")
 
@@ -145,8 +145,15 @@ def write_run_summaries(run: MetricDiffRun, directory: Path, as_json: bool) -> L
 
 
 def write_markdown(run: MetricDiffRun, long_path: Path, short_path: Path) -> None:
+    """The run's summaries, exactly as `superpmi.py summarize` renders its JSON (which does not name the
+    target: the verdict line names the kind only; the console's names the target)."""
     fsutil.atomic_write_text(long_path, report.render(run, True, details.metric_direction))
     fsutil.atomic_write_text(short_path, report.render(run, False, details.metric_direction))
+
+
+def target_label(settings: config.Settings) -> str:
+    """`<os> <arch>` of the run's target, as the summaries name it."""
+    return f"{settings.target_os} {settings.target_arch}"
 
 
 def build_record(path: Path) -> model.BuildRecord:
@@ -522,6 +529,8 @@ def finish(run: MetricDiffRun, settings: config.Settings, as_json: bool) -> int:
                   BYTES_ALLOCATED, report.fmt_pct(breach.pct, direction=report.NEUTRAL),
                   report.fmt_threshold(run.threshold or 0))
     emit_azdo_issues(run, breaches)
+    if run.collections:
+        log_verdicts([report.verdict_line(run, target_label(settings), markdown=False)])
     if run.failures or not run.collections:
         return EXIT_FAILURE
     return EXIT_GATE if breaches else EXIT_OK

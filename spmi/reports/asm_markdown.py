@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-from spmi.base.untrusted import code_block, escape_html_inline, escape_md_inline, one_line, sanitize_markdown
+from spmi.base.untrusted import code_block, console_line, escape_html_inline, escape_md_inline, one_line, sanitize_markdown
 from spmi.reports import significance
 from spmi.reports.asm_model import (
     IMPROVEMENT,
@@ -613,6 +613,29 @@ def no_diffs_statement(summary: AsmDiffsSummary) -> str:
             f"({plural(contexts, 'context')} diffed).\n")
 
 
+def verdict_line(summary: AsmDiffsSummary, markdown: bool = True) -> str:
+    """The one line a reviewer acts on (docs/signal.md §6): `<os> <arch>: <n> of <N> contexts with diffs,
+    <Δ> bytes (<%>), PerfScore <%>; no failures` (or `no diffs in <N> contexts`, or the replay problems).
+    `markdown`: escaped and coloured for a summary; otherwise plain, for the console."""
+    overall = [c.aggregates.overall for c in summary.collections]
+    contexts, with_diffs = sum(a.diffed_contexts for a in overall), sum(a.contexts_with_diffs for a in overall)
+    name = escape_md_inline(summary.platform) if markdown else console_line(summary.platform)
+    if with_diffs:
+        base, diff = sum(a.base_code_bytes for a in overall), sum(a.diff_code_bytes for a in overall)
+        base_ps, diff_ps = sum(a.base_perfscore for a in overall), sum(a.diff_perfscore for a in overall)
+        delta = fmt_delta(base, diff) if markdown else ("+" if diff >= base else "") + fmt_int(diff - base)
+        change = fmt_percent if markdown else significance.fmt_change
+        text = (f"{name}: {fmt_int(with_diffs)} of {plural(contexts, 'context')} with diffs, {delta} bytes "
+                f"({change(pct(base, diff))}), PerfScore {change(pct(base_ps, diff_ps))}")
+    else:
+        text = f"{name}: no diffs in {plural(contexts, 'context')}"
+    problems = sum(1 for c in summary.collections if c.has_problems)
+    if not problems:
+        return text + "; no failures"
+    trouble = f"replay problems in {problems} of {plural(len(summary.collections), 'collection')}"
+    return text + "; " + (colored("red", trouble) if markdown else trouble)
+
+
 def truncation_note(what: str, limit: str, artifact: str) -> str:
     where = f"see the artifact `{artifact}` for the full summary" if artifact else "see the full summary file"
     return f"**Truncated:** {what} left out to stay within {limit}; {where}.\n\n"
@@ -637,6 +660,7 @@ class RenderOptions:
     drop_extras: bool = False
     repro: bool = True
     note: str = ""
+    verdict: bool = True
 
 
 def render_long(summary: AsmDiffsSummary, options: Optional[RenderOptions] = None) -> str:
@@ -683,8 +707,9 @@ def render_short(summary: AsmDiffsSummary, options: Optional[RenderOptions] = No
 def _head(summary: AsmDiffsSummary, o: RenderOptions) -> str:
     if not o.additions:
         return ""
+    verdict = verdict_line(summary) + "\n\n" if o.verdict else ""
     box = failures_box([("", c) for c in summary.collections]) if o.failures_box else ""
-    return box + o.note
+    return verdict + box + o.note
 
 
 def _extras_after_pivots(summary: AsmDiffsSummary, o: RenderOptions) -> str:
