@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import math
+import re
 import tarfile
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
@@ -395,6 +396,36 @@ def test_dump_map_names_are_class_and_method_never_the_signature_glued_on():
         "System.Linq.Logger`3[System.__Canon,ushort,System.String]:Create(class System.Object, "
         "valueclass System.Span`1[unsigned int8])")
     assert rows[4].display_name(with_arguments=True) == "Old.Era:Format(int32)"
+
+
+def test_dump_map_rows_are_named_as_the_jit_names_them():
+    """tpdiff names its examples as memdiff and metricdiff do (the details CSV's `Method full name`):
+    arguments, return type and `:this` in the JIT's spelling, so overloads are told apart."""
+    rows = mcs.parse_dump_map(DUMP_MAP)
+    assert rows[17].jit_name() == "System.Collections.Generic.List`1[int]:TryFormat(double,System.String):bool:this"
+    assert rows[1].jit_name() == ("System.Linq.Logger`3[System.__Canon,ushort,System.String]:"
+                                  "Create(System.Object,System.Span`1[ubyte]):ushort")
+    assert rows[2].jit_name() == "System.FannkuchRedux:Match(ulong,ulong):int:this"
+    assert rows[3].jit_name() == 'A.B:Say"Hi"(int):this'
+    assert rows[4].jit_name() == "Old.Era:Format(int):this"
+    unreadable = mcs.DumpMapRow(5, "A:B", "no signature", (), 0)
+    assert unreadable.jit_name() == "A:B"
+
+
+def test_dump_map_names_equal_the_sample_jits_full_names():
+    """The sample mcs writes its signatures from the full names the sample JIT reports (docs/contracts.md §5):
+    reading them back gives those names, for every shape the sample makes. One spelling cannot come back:
+    the signature writes the JIT's untyped `ref` as `class System.Object`, read as `System.Object`."""
+    import random
+
+    from sample import names
+    rng = random.Random(5)
+    for index in range(3000):
+        full = names.method_name(rng, rng.choice(["libraries.pmi", "benchmarks.run", "aspnet.run"]))
+        shape = names.method_shape(full)
+        row = mcs.parse_dump_map_row(f'{index},{shape.map_name()},"{shape.signature()}", JIT_FLAG_TIER1, 0')
+        expected = re.sub(r"(?<=[(,:])ref(?=[),:]|$)", "System.Object", full)
+        assert row is not None and row.jit_name() == expected, (full, shape.signature())
 
 
 LEGACY_2023 = ("Context,Context size,Base result,Diff result,MinOpts,Has diff,Base size,Diff size,"

@@ -413,7 +413,8 @@ def diff_throughput(job: MetricJob, mch: Path, digest: model.MetricDigest, run: 
 
 def name_examples(examples: Sequence[model.Example], settings: config.Settings, mch: Path) -> None:
     """Release JITs measured without metrics report no method names; ask `mcs -dumpMap` and name
-    each example `<class>:<method>` from its `method name` field (docs/contracts.md §5)."""
+    each example as the JIT names it in memdiff's and metricdiff's tables, `<class>:<method>(<args>)[:<return>]`
+    (overloads told apart; docs/contracts.md §5)."""
     mcs = config.find_tool("mcs", settings, required=False)
     if mcs is None:
         log.debug("mcs not found; example contexts stay without method names")
@@ -427,7 +428,7 @@ def name_examples(examples: Sequence[model.Example], settings: config.Settings, 
     for example in examples:
         row = rows.get(example.context)
         if not example.method and row is not None:
-            example.method = row.display_name()
+            example.method = row.jit_name()
 
 
 def check_metrics_reported(data: Union[model.MetricDigest, details.DetailsTable], focus: str,
