@@ -127,3 +127,22 @@ def test_the_merged_report_shows_each_repro_command_on_its_own_line(narrow_brows
     assert page.locator("#totals tbody tr").count() == 5  # 2 collections × 2 targets + the total
     assert_fits(page)
     page.close()
+
+
+def test_the_contexts_grid_never_shows_a_real_change_as_zero_percent(narrow_browser, tmp_path) -> None:
+    from spmi.reports.html_report import CollectionCounts, DiffRow, HtmlReport, ReportHeader, write_html
+    rows = [DiffRow("a.mch", 1, "A:B()", "Tier1", False, 500_000, 500_001, 10.0, 10.0),
+            DiffRow("a.mch", 2, "A:C()", "Tier1", False, 100_000, 99_999, 10.0, 10.0),
+            DiffRow("a.mch", 3, "A:D()", "Tier1", False, 100_000_000, 100_000_001, 10.0, 10.0),
+            DiffRow("a.mch", 4, "A:E()", "Tier1", False, 200, 201, 10.0, 10.0)]
+    report = HtmlReport(ReportHeader("linux", "x64", collections=["a.mch"]),
+                        counts=[CollectionCounts("a.mch", 4, 4, 0, 0, 100_600_200, 100_600_202, 40.0, 40.0)])
+    report.rows.extend(rows)
+    path = tmp_path / "diff_report.html"
+    write_html(report, path)
+    page = opened(narrow_browser, path)
+    shown = page.evaluate("""() => Array.from(document.querySelectorAll('#grid-body .row'))
+        .map(r => [r.children[2].textContent, r.children[9].textContent])""")
+    assert sorted(shown) == [["1", "+0.0002%"], ["2", "-0.0010%"], ["3", "+<0.0001%"], ["4", "+0.50%"]]
+    assert page.text_content("#totals tbody tr") == "a.mch4 of 4+2 (+<0.0001%)0 (0.00%)"
+    page.close()
