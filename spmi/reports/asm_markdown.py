@@ -13,7 +13,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-from spmi.base.untrusted import code_block, console_line, escape_html_inline, escape_md_inline, one_line, sanitize_markdown
+from spmi.base.untrusted import (
+    code_block,
+    console_line,
+    escape_html_inline,
+    escape_md_inline,
+    one_line,
+    sanitize_markdown,
+)
 from spmi.reports import significance
 from spmi.reports.asm_model import (
     IMPROVEMENT,
