@@ -101,6 +101,10 @@ def test_superpmi_summarize_markdown_keeps_hostile_metric_names_inert(tmp_path: 
         assert "Significance: a change is flagged" in text and "&lt;img src=x" in text
         assert_inert(text)
         assert_no_command(proc.stdout)
+        # the console ends with the verdict line the summary opens with
+        last = proc.stdout.splitlines()[-1]
+        assert last.startswith({"asmdiffs": "linux x64: 2 of 10 contexts with diffs, -10 bytes (-1.00%)",
+                                "metricdiff": "metricdiff: 5 of 5 metrics changed significantly ("}[kind]), last
 
 
 def test_the_pipeline_page_keeps_hostile_metric_names_inside_its_own_div(tmp_path: Path) -> None:

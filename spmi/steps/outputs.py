@@ -7,6 +7,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
+from spmi.base.untrusted import console_line
+
 if TYPE_CHECKING:  # PIN is for tpdiff only: imported where used
     pass
 
@@ -31,10 +33,15 @@ def summary_paths(directory: Path, prefix: str, as_json: bool) -> Tuple[Path, Op
         index += 1
 
 
-def log_verdicts(lines: Sequence[str]) -> None:
+def log_verdicts(lines: Sequence[str], printed: bool = False) -> None:
     """The end of a diff command's console output: one verdict line per target, as its summaries
-    open with (`asm_markdown.verdict_line` / `metric_markdown.verdict_line`, plain form)."""
+    open with (`asm_markdown.verdict_line` / `metric_markdown.verdict_line`, plain form); logged, or
+    `printed` by a command that prints instead of logging (`summarize`)."""
     if not lines:
+        return
+    if printed:
+        for line in lines:
+            print(console_line(line))
         return
     log.info("")
     for line in lines:
