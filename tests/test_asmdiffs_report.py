@@ -685,7 +685,11 @@ def test_other_metrics_table_lists_every_changed_metric_column():
     assert "<summary>Other metrics (3 metrics changed)</summary>" in text
     assert '|GCInfoBytes|a.mch|100|90|<span style="color:green">-10.00%</span>|' in text
     assert "|GCInfoBytes|b.mch|50|50|0.00%|" in text
-    assert '|EHClauseCount|b.mch|4|5|<span style="color:red">+25.00%</span>|' in text
+    assert "|EHClauseCount|b.mch|4|5|+25.00%|" in text  # a neutral counter: no colour (colour is direction)
+    higher = asm_markdown.other_metrics_section([CollectionReport("h.mch", metric_totals={
+        "RedundantBranchesEliminated": [10, 12], "JumpThreadingsPerformed": [10, 9]})])
+    assert '|RedundantBranchesEliminated|h.mch|10|12|<span style="color:green">+20.00%</span>|' in higher
+    assert '|JumpThreadingsPerformed|h.mch|10|9|<span style="color:red">-10.00%</span>|' in higher
     assert "|ReadOnlyDataBytes|b.mch|0|8|+∞|" in text
     assert "ActualCodeBytes" not in text and "PerfScore" not in text
     assert asm_markdown.other_metrics_section([CollectionReport("c.mch")]) == ""

@@ -558,6 +558,17 @@ def fmt_number(value: float) -> str:
     return fmt_float(value) if isinstance(value, float) and not value.is_integer() else fmt_int(int(value))
 
 
+def metric_percent(metric: str, value: float) -> str:
+    """P(p) coloured by the metric's direction: green an improvement, red a regression, no colour for a
+    neutral metric (a counter such as CseCount) or no change."""
+    text = significance.fmt_change(value + 0.0)
+    way = significance.direction(metric)
+    if value == 0 or way == significance.NEUTRAL:
+        return text
+    better = value < 0 if way == significance.LOWER else value > 0
+    return colored("green" if better else "red", text)
+
+
 def other_metrics_section(collections: Sequence[CollectionReport],
                           rules: Optional[significance.Significance] = None) -> str:
     """Every other metric of the details CSV that changed significantly somewhere: base, diff, % per
@@ -582,7 +593,7 @@ def other_metrics_section(collections: Sequence[CollectionReport],
                 continue
             base, diff = collection.metric_totals[metric]
             body += (f"|{escape_md_inline(metric)}|{escape_md_inline(collection.name)}|{fmt_number(base)}|{fmt_number(diff)}|"
-                     f"{fmt_percent(pct(base, diff)) if base else ('+∞' if diff else '0.00%')}|\n")
+                     f"{metric_percent(metric, pct(base, diff)) if base else ('+∞' if diff else '0.00%')}|\n")
     return details_block(f"Other metrics ({plural(len(metrics), 'metric')} changed)", body) + quiet_line
 
 
