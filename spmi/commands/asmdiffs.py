@@ -217,13 +217,17 @@ def run_asmdiffs(args: argparse.Namespace) -> int:
             work.mkdir()
             results.append(diff_collection(job, mch, work))
         summary_files: List[Path] = []
+        verdicts: List[str] = []
         if results and not flags.diff_with_release:
             summary = build_summary(job, results, collections)
             warn_unmatched_overrides(summary)
             summary_files = write_summaries(job, summary)
+            verdicts.append(asm_markdown.verdict_line(summary, markdown=False))
             if flags.html:
                 summary_files.append(write_html_report(job, results, summary, summary_files[0]))
-    return finish(results, summary_files)
+    code = finish(results, summary_files)
+    outputs.log_verdicts(verdicts)
+    return code
 
 
 OUTPUT_KINDS = {".md": "Summary Markdown file", ".json": "Summary JSON file", ".html": "HTML diff report"}
