@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable, Dict
 
 import pytest
+from summary_documents import HUGE, asm_document, tpdiff_document
 
 from spmi.base import schema
 from spmi.pipeline import common as pipeline
@@ -66,6 +67,12 @@ CASES: Dict[str, tuple] = {
                                  "not a string"),
     "summary with ragged diff rows": (SUMMARY_JSON, ragged_rows_summary,
                                       "summary.collections[0].diff_rows: diff_rows.method must be a list as long"),
+    "summary metric_totals of three": (SUMMARY_JSON, lambda: json.dumps(asm_document(
+        {"PerfScore": [1, 2, 3]}, collection="b.mch", target_os="windows")).encode(),
+        "summary.collections[0]: metric_totals.PerfScore is not [base, diff]"),
+    "summary metric_totals of 401 digits": (SUMMARY_JSON, lambda: json.dumps(asm_document(
+        {"PerfScore": [HUGE, 1]}, collection="b.mch", target_os="windows")).encode(),
+        "summary.collections[0].metric_totals.PerfScore[0]: expected a number of at most"),
     "summary nested deeply": (SUMMARY_JSON, b"[" * DEEP + b"]" * DEEP, "nested too deeply to read"),
     "summary not UTF-8": (SUMMARY_JSON, b"\xc3\x28", "not UTF-8 text (byte 0)"),
     "summary huge": (SUMMARY_JSON, huge, "not read"),
@@ -155,8 +162,21 @@ def test_schema_builds_records_and_ignores_unknown_keys() -> None:
     assert schema.build(Aggregate, {"base_perfscore": 3}).base_perfscore == 3.0
 
 
+def _tpdiff_bytes(path: str, value: object) -> bytes:
+    document = tpdiff_document("b.mch")
+    place = document
+    *parents, last = path.split("/")
+    for part in parents:
+        place = place[int(part)] if part.isdigit() else place[part]
+    place[last] = value
+    return json.dumps(document).encode()
+
+
 @pytest.mark.parametrize("content, expected", [
     (b"[]", "not a metric diff JSON summary (expected an object, not a list)"),
+    (_tpdiff_bytes("noise_k", "x"), "noise_k: expected a finite number, not a string"),
+    (_tpdiff_bytes("collections/0/totals/instructions/Overall/base", HUGE),
+     "collections[0].totals.instructions.Overall.base: expected a number of at most"),
     (b'{"collections": 5}', "not a metric diff JSON summary ("),
     (b"\xff", "not UTF-8 text (byte 0)"),
 ])
