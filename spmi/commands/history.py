@@ -65,6 +65,17 @@ def _selection_options(parser: argparse.ArgumentParser, required: bool) -> None:
     blobs.add_storage_url_option(parser)
 
 
+def _record_timeout_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-record_timeout", type=config.positive_float, default=store.DEFAULT_RECORD_TIMEOUT,
+                        metavar="SECONDS",
+                        help=f"skip a record that has not arrived within this time (default "
+                             f"{store.DEFAULT_RECORD_TIMEOUT:g}); the whole read has {store.DEADLINE_FACTOR} times it")
+
+
+def _limits(args: argparse.Namespace) -> store.ReadLimits:
+    return store.ReadLimits(record_timeout=args.record_timeout)
+
+
 def _register_list(verbs) -> None:  # type: ignore[no-untyped-def]
     parser = verbs.add_parser("list", help="list the history records in storage")
     _selection_options(parser, required=False)
@@ -77,6 +88,7 @@ def _register_show(verbs) -> None:  # type: ignore[no-untyped-def]
     _selection_options(parser, required=True)
     parser.add_argument("-summaries", nargs="+", metavar="JSON", help="a PR's JSON summaries to mark on the page")
     parser.add_argument("-output_html_path", metavar="FILE", help="write the trend page (one offline HTML file)")
+    _record_timeout_option(parser)
     parser.set_defaults(func=show_command)
 
 
@@ -91,6 +103,7 @@ def _register_compare(verbs) -> None:  # type: ignore[no-untyped-def]
     parser.add_argument("-history_k", type=config.positive_float, default=judge.DEFAULT_K,
                         help=f"fence width in interquartile ranges (default {judge.DEFAULT_K:g})")
     parser.add_argument("-output_md_path", metavar="FILE", help="also write the verdicts as markdown")
+    _record_timeout_option(parser)
     blobs.add_storage_url_option(parser)
     parser.set_defaults(func=compare_command)
 
@@ -167,7 +180,8 @@ def list_command(args: argparse.Namespace) -> int:
 
 
 def show_command(args: argparse.Namespace) -> int:
-    listing = store.load_history(_account_url(args), args.summary_type, args.target_os, args.target_arch, args.last)
+    listing = store.load_history(_account_url(args), args.summary_type, args.target_os, args.target_arch, args.last,
+                                 _limits(args))
     _print_problems(listing.problems)
     pr = _pr_record(args) if args.summaries else None
     for line in change_lines(listing.records):
@@ -207,7 +221,8 @@ def compare_command(args: argparse.Namespace) -> int:
     prs = summary_records(args.summaries, facts_from_args(args))
     sections: List[str] = []
     for pr in prs:
-        listing = store.load_history(_account_url(args), pr.summary_type, pr.target_os, pr.target_arch, args.last)
+        listing = store.load_history(_account_url(args), pr.summary_type, pr.target_os, pr.target_arch, args.last,
+                                     _limits(args))
         _print_problems(listing.problems)
         verdicts = judge.judge(pr, listing.records, last=args.last, k=args.history_k)
         for line in report.verdict_lines(pr, verdicts):
