@@ -60,6 +60,8 @@ CASES: Dict[str, tuple] = {
     "status nested deeply": (STATUS, b'{"steps": ' + b"[" * DEEP + b"]" * DEEP + b"}", "nested too deeply to read"),
     "status not UTF-8": (STATUS, b'{"ok": "\xff\xfe"}', "not UTF-8 text (byte 8)"),
     "status NaN": (STATUS, b'{"ok": true, "steps": [{"exit_code": NaN}]}', "NaN is not a JSON number"),
+    "status exit code of 401 digits": (STATUS, b'{"ok": true, "steps": [{"exit_code": 1' + b"0" * 400 + b"}]}",
+                                       "steps[0].exit_code: expected a number of at most"),
     "status huge": (STATUS, huge, f"more than the {pipeline.MAX_RESULT_FILE_BYTES:,} a result file may have"),
     "summary is a list": (SUMMARY_JSON, b"[]", "not an asmdiffs JSON summary"),
     "summary with wrong types": (SUMMARY_JSON, bad_types_summary,
