@@ -196,8 +196,11 @@ def read_records(account_url: str, names: Sequence[RecordName], limits: ReadLimi
         return _read_one(account_url, entry, session, left,
                          f"before the deadline of the history read ({limits.deadline:g} s)")
 
-    with ThreadPoolExecutor(max_workers=READ_WORKERS, thread_name_prefix="history-read") as pool:
+    pool = ThreadPoolExecutor(max_workers=READ_WORKERS, thread_name_prefix="history-read")
+    try:
         results = list(pool.map(read, names))
+    finally:  # on Ctrl-C the reads not started are not started (those in progress end within their time)
+        pool.shutdown(wait=True, cancel_futures=True)
     batch = Batch(not_read=sum(1 for result in results if result is None))
     for result in results:
         if result is not None:
