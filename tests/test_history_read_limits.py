@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Dict, List, Optional
 
+import pytest
 from summary_documents import HUGE, tpdiff_document
 
 from spmi.history.records import CollectionTotals, HistoryRecord
@@ -228,3 +230,32 @@ def test_a_record_of_no_announced_length_is_read_no_further_than_4_mib():
     (line,) = listing.problems
     assert "answered with more than 4,194,304 bytes; not read further" in line, line
     assert server.sent < 16 * 1024 * 1024
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("stop, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_the_reads_in_progress_at_once(storage_account, fault_proxy, stop, code):
+    upload_records(storage_account, list(range(1, 13)))
+    fault_proxy.trickle(interval=0.5, path_contains="/superpmi/history/")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_STORAGE_", "SUPERPMI_STORAGE_URL"))}
+    child = subprocess.Popen([sys.executable, str(REPO / "superpmi.py"), "history", "show", "-summary_type", "tpdiff",
+                              "-target_os", "linux", "-target_arch", "x64", "-storage_url", fault_proxy.account_url,
+                              "-record_timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=environment, cwd=str(REPO))
+    try:
+        waited = time.monotonic() + 30
+        while record_gets(fault_proxy) < 8 and time.monotonic() < waited:  # every worker is reading a body
+            time.sleep(0.05)
+        time.sleep(0.3)
+        child.send_signal(stop)
+        started = time.monotonic()
+        out, err = child.communicate(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == code, out + err
+    assert took < 5, took
+    assert "Traceback" not in err
+    assert record_gets(fault_proxy) == 8  # the waiting reads never started

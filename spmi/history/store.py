@@ -161,13 +161,13 @@ class Batch:
 
 
 def _read_one(account_url: str, entry: RecordName, session, time_limit: float,  # type: ignore[no-untyped-def]
-              late: str) -> Tuple[Optional[HistoryRecord], str]:
+              late: str, watched: blobs.OpenResponses) -> Tuple[Optional[HistoryRecord], str]:
     """The named record, schema-checked and checked against its name; else the line saying why not
     (`late`: how a record that took too long is described)."""
     shown = shown_text(entry.name)
     try:
         data = blobs.read_small_blob(blobs.blob_url(CONTAINER, entry.name, account_url), MAX_RECORD_BYTES, session,
-                                     time_limit=time_limit)
+                                     time_limit=time_limit, watched=watched)
         record = record_from_bytes(data, shown)
     except blobs.BlobTimeout:
         return None, f"skipped {shown}: it did not arrive {late}"
@@ -185,6 +185,7 @@ def read_records(account_url: str, names: Sequence[RecordName], limits: ReadLimi
     before `give_up_at` (monotonic time)."""
     from concurrent.futures import ThreadPoolExecutor
     session = blobs.new_session(pool_size=READ_WORKERS)
+    watched = blobs.OpenResponses()
 
     def read(entry: RecordName) -> Optional[Tuple[Optional[HistoryRecord], str]]:
         left = limits.record_timeout if give_up_at is None else give_up_at - time.monotonic()
@@ -192,14 +193,17 @@ def read_records(account_url: str, names: Sequence[RecordName], limits: ReadLimi
             return None
         if left >= limits.record_timeout:
             return _read_one(account_url, entry, session, limits.record_timeout,
-                             f"within {limits.record_timeout:g} s")
+                             f"within {limits.record_timeout:g} s", watched)
         return _read_one(account_url, entry, session, left,
-                         f"before the deadline of the history read ({limits.deadline:g} s)")
+                         f"before the deadline of the history read ({limits.deadline:g} s)", watched)
 
     pool = ThreadPoolExecutor(max_workers=READ_WORKERS, thread_name_prefix="history-read")
     try:
         results = list(pool.map(read, names))
-    finally:  # on Ctrl-C the reads not started are not started (those in progress end within their time)
+    except BaseException:  # Ctrl-C, SIGTERM: the reads in progress end at once, the others never start
+        watched.shut_down_all()
+        raise
+    finally:
         pool.shutdown(wait=True, cancel_futures=True)
     batch = Batch(not_read=sum(1 for result in results if result is None))
     for result in results:

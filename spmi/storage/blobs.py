@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import socket
+import threading
 import time
 import urllib.parse
 from contextlib import contextmanager
@@ -227,17 +228,74 @@ class BlobTimeout(StorageError):
     """A small answer did not arrive within the time it was given (`time_limit`)."""
 
 
+class ReadsStopped(StorageError):
+    """The reads were stopped (`OpenResponses.shut_down_all`, on Ctrl-C or SIGTERM)."""
+
+
+def shut_down_response(response: Any) -> None:
+    """Shut down the socket under a `requests` response, from any thread: a read blocked on it
+    returns at once (both directions, which also wakes a reader on Windows)."""
+    raw: Any = getattr(response, "raw", None)
+    sock = getattr(getattr(raw, "_connection", None), "sock", None)  # urllib3 2.x
+    if sock is None:  # urllib3 1.x: the http.client response's socket
+        sock = getattr(getattr(getattr(getattr(raw, "_fp", None), "fp", None), "raw", None), "_sock", None)
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+        elif getattr(raw, "shutdown", None) is not None:
+            raw.shutdown()
+    except (OSError, ValueError, RuntimeError):
+        pass
+
+
+class OpenResponses:
+    """The small answers other threads are reading; `shut_down_all` (on Ctrl-C) makes those reads
+    return at once and every later request of theirs fail with `ReadsStopped`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._responses: Dict[int, Any] = {}
+        self.stopped = False
+
+    @contextmanager
+    def reading(self, response: Any) -> Iterator[None]:
+        with self._lock:
+            self._responses[id(response)] = response
+            stopped = self.stopped
+        if stopped:
+            shut_down_response(response)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._responses.pop(id(response), None)
+
+    def check(self, url: str) -> None:
+        if self.stopped:
+            raise ReadsStopped(f"stopped before reading {redact(url)}")
+
+    def shut_down_all(self) -> None:
+        with self._lock:
+            self.stopped = True
+            responses = list(self._responses.values())
+        for response in responses:
+            shut_down_response(response)
+
+
 def _request_with_retries(session, method: str, url: str, retry: RetryPolicy, what: str,  # type: ignore[no-untyped-def]
                           body_deadline: float = SMALL_BODY_DEADLINE, max_body_bytes: int = MAX_SMALL_BODY_BYTES,
-                          time_limit: Optional[float] = None, **kwargs: Any) -> Tuple[Any, bytes]:
+                          time_limit: Optional[float] = None, watched: Optional[OpenResponses] = None,
+                          **kwargs: Any) -> Tuple[Any, bytes]:
     """One small request, retried on transient failures; the final response and its body,
     read within `body_deadline` seconds (a slower body is a failed attempt) and at most
     `max_body_bytes` long. With `time_limit`, every attempt and wait fits in that many seconds
-    from now, else `BlobTimeout`."""
+    from now, else `BlobTimeout`; with `watched`, another thread can stop it (`ReadsStopped`)."""
     give_up_at = None if time_limit is None else time.monotonic() + time_limit
+    watch = watched or OpenResponses()
     failures = 0
     problem = ""
     while True:
+        watch.check(url)
         remaining = _remaining(give_up_at)
         if remaining is not None and remaining <= 0:
             raise _timed_out(what, url, time_limit, problem)
@@ -245,7 +303,7 @@ def _request_with_retries(session, method: str, url: str, retry: RetryPolicy, wh
         try:
             with refused_redirects(url):
                 response = session.request(method, url, timeout=_timeouts(remaining), stream=True, **kwargs)
-            with response:
+            with response, watch.reading(response):
                 if not _is_transient_status(response.status_code):
                     deadline = body_deadline if remaining is None else min(body_deadline, remaining)
                     return response, _read_small_body(response, url, deadline, max_body_bytes,
@@ -254,6 +312,7 @@ def _request_with_retries(session, method: str, url: str, retry: RetryPolicy, wh
         except _SlowSmallBody as exc:
             problem = str(exc)
         except _transient_exceptions() as exc:
+            watch.check(url)
             problem = _describe_exception(exc)
             unreachable = _is_connection_failure(exc)
             if never_connected(exc):
@@ -511,13 +570,15 @@ def _raise_for_final_status(status: int, reason: str, url: str) -> None:
 
 
 def read_small_blob(url: str, max_bytes: int, session=None,  # type: ignore[no-untyped-def]
-                    retry: Optional[RetryPolicy] = None, time_limit: Optional[float] = None) -> bytes:
+                    retry: Optional[RetryPolicy] = None, time_limit: Optional[float] = None,
+                    watched: Optional[OpenResponses] = None) -> bytes:
     """The whole body of a small blob (a record, a manifest). One larger than `max_bytes` is refused:
     unread when its Content-Length says so, else read no further than the limit. With `time_limit`
-    it must arrive within that many seconds, retries included (else `BlobTimeout`)."""
+    it must arrive within that many seconds, retries included (else `BlobTimeout`); `watched` lets
+    another thread stop the read at once."""
     session = session or new_session()
     retry = retry or default_retry_policy()
     response, body = _request_with_retries(session, "GET", url, retry, "Reading a blob",
-                                           max_body_bytes=max_bytes, time_limit=time_limit)
+                                           max_body_bytes=max_bytes, time_limit=time_limit, watched=watched)
     _raise_for_final_status(response.status_code, response.reason, url)
     return body
