@@ -220,6 +220,7 @@ def run_metricdiff(args: argparse.Namespace) -> int:
 
 def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
     kind = chosen.kind
+    signal.check_override_names(args.significance)
     preflight.check_inputs(args, kind, {"-base_jit_path": args.base_jit_path, "-diff_jit_path": args.diff_jit_path})
     settings = config.resolve_settings(args, "Release")
     if kind == TPDIFF:
@@ -308,10 +309,9 @@ def calibrate_collection(job: MetricJob, mch: Path, work_dir: Path, result: mode
                              job.report_metrics, job.pin)
     log.info("Noise check of %s: replaying the base JIT as both sides", mch)
     spmi_run = run_measurement(argv, job.core_root, job.options.timeout)
-    outcome = None if spmi_run.timed_out or spmi_run.result is None else spmi_run.result.outcome
-    if outcome is None or superpmi_tool.interpret_exit(outcome, True, superpmi_tool.ContextCounts()).kind.has_no_data:
-        log.warning("Warning: the noise check of %s produced no data; its changes are judged by the rule alone",
-                    mch.name)
+    verdict = aa_verdict(spmi_run, job.options.timeout)
+    if verdict.kind.has_no_data:
+        no_noise_data(result, verdict.message)
         return
     digest = signal.SpreadDigest([INSTRUCTIONS] if job.kind == TPDIFF else None)
     try:
@@ -319,13 +319,31 @@ def calibrate_collection(job: MetricJob, mch: Path, work_dir: Path, result: mode
     except details.DetailsError as exc:
         if not details.is_no_data(exc):
             raise
-        log.warning("Warning: the noise check of %s produced no data (%s); its changes are judged by the rule "
-                    "alone", mch.name, exc)
+        no_noise_data(result, str(exc))
         return
     result.noise = signal.finite_spreads(digest.spreads())
+    result.noise_failed = digest.failed
+    if verdict.failed or digest.failed:
+        result.noise_problem = verdict.message if verdict.failed else "failed contexts"
+        log.warning("Warning: the noise check of %s ended with %s; %s, so its noise floor comes from the contexts "
+                    "that compiled", mch.name, result.noise_problem, report.noise_failures_text(digest.failed))
     spread = result.noise.get(job.focus, {}).get("Overall")
     if spread is not None:
         log.info("  A/A spread of %s: %s (Overall)", job.focus, signal.fmt_floor(spread))
+
+
+def aa_verdict(spmi_run: superpmi_tool.SuperpmiRun, timeout: Optional[float]) -> superpmi_tool.Verdict:
+    """How the A/A replay ended (§12.7): a timeout, a crash or a fatal error leaves no data."""
+    if spmi_run.timed_out or spmi_run.result is None:
+        return superpmi_tool.timeout_verdict(timeout or 0)
+    return superpmi_tool.interpret_exit(spmi_run.result.outcome, True, superpmi_tool.ContextCounts())
+
+
+def no_noise_data(result: model.CollectionResult, why: str) -> None:
+    """The A/A replay left nothing to measure noise with: said on the console and in the summary."""
+    result.noise_problem = why
+    log.warning("Warning: the noise check of %s produced no data (%s); its changes are judged by the rule alone",
+                result.name, why)
 
 
 def run_measurement(argv: Sequence[str], core_root: Path, timeout: Optional[float]) -> superpmi_tool.SuperpmiRun:
@@ -498,6 +516,8 @@ def log_significance(run: MetricDiffRun) -> None:
         log.info("No significant %s differences found (%d changes within noise)",
                  {TPDIFF: "throughput", MEMDIFF: "memory"}.get(run.kind, "metric"), quiet)
     log.info("%s", signal.rule_line(signal.run_significance(run), metrics))
+    for line in signal.unmatched_overrides(run.significance, list(dict.fromkeys(metrics + run.all_metrics()))):
+        log.warning("Warning: %s", line)
 
 
 def finish(run: MetricDiffRun, settings: config.Settings, as_json: bool) -> int:

@@ -165,6 +165,10 @@ class CollectionResult:
     examples: List[Example] = field(default_factory=list)
     #: the A/A spread (in %) per metric and row, when `--noise_check` measured it (reports/significance)
     noise: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    #: contexts the A/A replay failed to compile (its details CSV), and how it ended when not cleanly
+    #: (superpmi's verdict, e.g. "Compilation failures"); the summary's significance line names both
+    noise_failed: int = 0
+    noise_problem: str = ""
 
     def total(self, metric: str, row: str = "Overall") -> Totals:
         return self.totals[metric][row]
@@ -645,6 +649,10 @@ def run_from_json(data: Mapping[str, Any]) -> MetricDiffRun:
     return run
 
 
+#: the most contexts an A/A replay can have failed (a count beyond it is not one)
+MAX_NOISE_FAILED = 10 ** 12
+
+
 def shape_problem(run: MetricDiffRun) -> str:
     """What a run read from elsewhere lacks that the summaries read ('' when nothing): a known kind,
     every row of every metric, tpdiff's focus in every collection, positive k, no negative floor."""
@@ -676,6 +684,8 @@ def _collection_problem(collection: CollectionResult) -> str:
     for metric, spreads in collection.noise.items():
         if any(value < 0 for value in spreads.values()):
             return f"noise.{metric[:200]}: a negative spread"
+    if not 0 <= collection.noise_failed <= MAX_NOISE_FAILED:
+        return f"noise_failed: a count of contexts must be a whole number from 0 to 10^12, not {collection.noise_failed}"
     return ""
 
 
