@@ -138,7 +138,8 @@ def common_options() -> "ArgumentParser":
     group.add_argument("-build_type", help="Debug, Checked or Release (default: Checked; Release for tpdiff/memdiff)")
     group.add_argument("-core_root", help="Core_Root directory (holds superpmi, mcs and the JITs)")
     group.add_argument("-product_location", help="built product directory (artifacts/bin/coreclr/<os>.<arch>.<build_type>)")
-    group.add_argument("-runtime_repo", help="dotnet/runtime enlistment (default: the git work tree around the current directory)")
+    group.add_argument("-runtime_repo", help="dotnet/runtime enlistment (default: the git work tree around the "
+                                              "current directory, else the one around these scripts)")
     group.add_argument("-spmi_location", help="cache and output root (default: $SUPERPMI_CACHE_DIRECTORY, else <repo>/artifacts/spmi)")
     group.add_argument("-log_level", default="info", help="console level: critical, error, warning, info (default), debug")
     group.add_argument("-v", "--verbose", action="store_true",
