@@ -108,12 +108,13 @@ def test_jit_files_to_upload_by_host():
 
 # ---------------------------------------------------------------- command line errors
 
-@pytest.mark.parametrize("args", [["list", "--all", "--global_all"],
-                                  ["list", "--global_all", "-git_hash", "abcdef1"],
-                                  ["upload"], ["frobnicate"], []])
-def test_bad_command_lines_exit_1_with_one_line(cli, args, tmp_path):
+@pytest.mark.parametrize("args, code", [(["list", "--all", "--global_all"], 1),
+                                        (["list", "--global_all", "-git_hash", "abcdef1"], 1),
+                                        (["upload"], 2), (["frobnicate"], 2), ([], 2)])
+def test_bad_command_lines_exit_with_one_line(cli, args, code, tmp_path):
+    """Usage errors (argparse's) exit 2, flags that contradict each other 1."""
     result = cli(args + ["-spmi_location", str(tmp_path)] if args else args, cwd=tmp_path)
-    assert result.returncode == 1
+    assert result.returncode == code
     assert len(error_lines(result)) == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
 

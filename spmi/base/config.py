@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Literal, Optional, Sequence, Tuple, TypeVar, overload
 
-from spmi.base import fsutil, logs, platforms, progress, runner
+from spmi.base import fsutil, logs, platforms, progress, runner, usage
 from spmi.base.errors import SuiteError
 
 log = logging.getLogger("superpmi")
@@ -47,14 +47,25 @@ class StrictNamespace(argparse.Namespace):
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with a one-line error and exit code 1 (docs/contracts.md §12.1),
-    parsing into a `StrictNamespace`."""
+    """argparse with a one-line usage error and exit code 2, a "did you mean" for an unknown
+    command, option or choice (docs/contracts.md §12.1, base/usage), parsing into a `StrictNamespace`."""
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
         return super().parse_known_args(args, StrictNamespace() if namespace is None else namespace)
 
+    def parse_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen = usage.chosen_parser(self, parsed)
+            chosen.error(usage.unrecognized(extras, chosen))
+        return parsed
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        if action.choices is not None and value not in action.choices:
+            raise argparse.ArgumentError(action, usage.invalid_choice(str(value), [str(c) for c in action.choices]))
+
     def error(self, message: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
-        self.exit(1, f"{self.prog}: error: {message}\n")
+        self.exit(usage.USAGE_EXIT, f"{self.prog}: error: {message}\n")
 
 
 # ---------------------------------------------------------------- numeric option types
