@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from spmi.base import logs
+from spmi.base import logs, usage
 from spmi.base.config import ArgumentParser, int_between, positive_int
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.setup import run
@@ -38,6 +38,7 @@ SCRIPT_DIR = Path(__file__).resolve().parent
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog=pipeline.SETUP_SCRIPT, description=__doc__.splitlines()[0])
+    usage.add_version(parser)
     parser.add_argument("-source_directory", default=str(SCRIPT_DIR),
                         help="directory holding the suite's scripts (default: this script's)")
     parser.add_argument("-product_directory", required=True,
