@@ -43,6 +43,7 @@ def build_parser() -> ArgumentParser:
                           help="build to download (default: the newest built baseline of the current checkout)")
     download.add_argument("-target_dir", metavar="DIR",
                           help="existing directory to download into (default: <spmi_location>/basejit/...)")
+    add_skip_cleanup(download, "download writes the JIT files straight into their folder")
     download.set_defaults(func=download_command, validate=None)
 
     upload = subparsers.add_parser("upload", parents=[common], help="upload the JITs of the product directory")
@@ -50,8 +51,14 @@ def build_parser() -> ArgumentParser:
     upload.add_argument("--use_latest_jit_change", action="store_true",
                         help="use the newest commit at or before -git_hash that changed src/coreclr/jit")
     uploads.add_credential_options(upload)
+    add_skip_cleanup(upload, "upload sends the product directory's files as they are")
     upload.set_defaults(func=upload_command, validate=None)
     return parser
+
+
+def add_skip_cleanup(parser: ArgumentParser, why: str) -> None:
+    parser.add_argument("--skip_cleanup", action="store_true",
+                        help=f"accepted as upstream does; {why}, so there is no temporary folder to keep")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -133,6 +133,8 @@ def download_command(args: argparse.Namespace, settings: Settings) -> int:
     prefix = baseline.build_prefix(git_hash, settings.host_os, settings.arch, settings.build_type)
     files = download_build(account_url, names, prefix, destination, settings, keep_existing=target_dir is None)
     log.info("Downloaded %d JIT file%s of %s to %s", len(files), "" if len(files) == 1 else "s", git_hash, destination)
+    if args.skip_cleanup:
+        log.info("--skip_cleanup: nothing to keep (download writes straight into %s)", destination)
     return 0
 
 
@@ -188,6 +190,8 @@ def upload_command(args: argparse.Namespace, settings: Settings) -> int:
     log.info("Uploaded %d JIT files to %s", len(names),
              blobs.blob_url(CONTAINER, baseline.build_prefix(git_hash, settings.host_os, settings.arch,
                                                                settings.build_type), writer.account_url))
+    if args.skip_cleanup:
+        log.info("--skip_cleanup: nothing to keep (upload sends the files of %s as they are)", product_dir)
     return 0
 
 
