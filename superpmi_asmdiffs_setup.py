@@ -89,6 +89,10 @@ def build_parser() -> ArgumentParser:
                         help="collection bytes per work item for -work_items_per_target auto "
                              f"(default: {pipeline.AUTO_BYTES_PER_WORK_ITEM})")
     parser.add_argument("-log_level", default="info", help="console level (default: info)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="with --run_locally: show everything (staging, the pipeline variables, the summarize "
+                             "step's output); without it a local run prints one line per work item and the overall "
+                             "pages (in CI everything is shown)")
     history = parser.add_argument_group("history (with --run_locally; docs/history.md)")
     history.add_argument("--history_upload", action="store_true",
                          help="the summarize step records each platform's results as a main-branch run in storage "
