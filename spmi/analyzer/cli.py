@@ -50,10 +50,10 @@ SPECS: Tuple[OptionSpec, ...] = (
                "Do not count the files with textual diffs"),
     OptionSpec("--retain-only-top-files", ("--retainOnlyTopFiles",), ValueKind.FLAG,
                "Per metric, delete the paired .dasm files not in its top file lists"),
-    OptionSpec("--override-total-base-metric", (), ValueKind.DOUBLE, value_name="[<metric>,]<value>",
+    OptionSpec("--override-total-base-metric", (), ValueKind.DOUBLE, value_name="[<metric>,]<value>", repeatable=True,
                help="Override the total base metric shown (a bare <value> applies to every metric; <metric>,<value> "
                     "or <metric>=<value>, repeatable, is a suite extension)"),
-    OptionSpec("--override-total-diff-metric", (), ValueKind.DOUBLE, value_name="[<metric>,]<value>",
+    OptionSpec("--override-total-diff-metric", (), ValueKind.DOUBLE, value_name="[<metric>,]<value>", repeatable=True,
                help="Override the total diff metric shown (same forms)"),
     OptionSpec("--is-diffs-only", (), ValueKind.FLAG, "The inputs hold only contexts with diffs"),
     OptionSpec("--is-subset-of-diffs", (), ValueKind.FLAG, "The inputs are a subset of the contexts with diffs"),
@@ -233,8 +233,7 @@ def run_cli(argv: Optional[Sequence[str]] = None, stdout: Optional[IO[str]] = No
         return 0
     parse_errors = list(args.errors)
     invocation, messages = options_from_args(args, parse_errors)
-    if parse_errors:
-        _write(out, cmdline.suggestion_text(args.unmatched, SPECS))
+    if parse_errors:  # System.CommandLine: the errors and an empty line on stderr, then the help on stdout
         _write(err, "".join(e + "\n" for e in parse_errors) + "\n")
         _write(out, help_text())
         return 1
