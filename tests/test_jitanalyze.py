@@ -817,3 +817,19 @@ def test_fifos_named_like_listings_are_not_read(tmp_path: Path) -> None:
                            "--skip-text-diff", "-b", str(base), "-d", str(diff)], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 255 and "1 regressed), 1 unchanged." in proc.stdout and proc.stderr == ""
+
+
+def test_a_file_against_a_directory_pairs_nothing_as_jit_analyze(tmp_path: Path) -> None:
+    """jit-analyze keys a named file "" and a directory's files by their paths: `-b FILE -d DIR`
+    (or the reverse) compares no pair, though the directory holds a file of that name."""
+    base, diff = two_file_trees(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = cli(["-b", str(empty), "-d", str(empty), "--skip-text-diff"])
+    for argv in (["-b", str(base / "a.dasm"), "-d", str(diff)], ["-b", str(base), "-d", str(diff / "a.dasm")]):
+        code, out, err = cli(argv + ["--skip-text-diff"])
+        assert (code, out, err) == nothing, argv
+    code, out, _ = cli(["-b", str(base / "a.dasm"), "-d", str(diff), "--skip-text-diff", "-w"])
+    assert "Only in base files" not in out and "Only in diff files:\nb.dasm\n" in out, out
+    code, out, _ = cli(["-b", str(base / "a.dasm"), "-d", str(diff / "a.dasm")])
+    assert code == -1 and "Total bytes of delta: -10" in out, "two files: one pair"
