@@ -22,6 +22,7 @@ from spmi.pipeline.payload import (
     stage_payload,
     validate_payload,
 )
+from spmi.reports import significance
 from spmi.sources.baseline import check_revision
 
 log = logging.getLogger("superpmi")
@@ -91,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     level = logging.DEBUG if args.verbose else logs.parse_log_level(args.log_level)
     quiet = quiet_local_run(args)
     logs.setup_logging(max(level, logging.WARNING) if quiet else level, None)  # staging: warnings only when quiet
+    significance.check_override_names(args.significance)
     host_os, host_arch = resolve_host(args)
     types = pipeline.expand_types(args.type)
     flavours = pipeline.flavours_for(types)
