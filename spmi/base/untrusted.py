@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import html
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import FrozenSet, List, Optional, Sequence, Tuple
 
 #: every line break some reader splits on (`str.splitlines`: LF, CR, VT, FF, FS, GS, RS, NEL, LS, PS)
 LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
@@ -131,9 +131,9 @@ _ALLOWED_TAG_RE = re.compile(r'<(/?)([A-Za-z][A-Za-z0-9]*)(\s+style="([^"<>]*)")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 
 
-def _is_allowed_tag(match: "re.Match[str]") -> bool:
+def _is_allowed_tag(match: "re.Match[str]", allowed_tags: FrozenSet[str] = ALLOWED_TAGS) -> bool:
     closing, name, style_attr, style, _ = match.groups()
-    if name.lower() not in ALLOWED_TAGS:
+    if name.lower() not in allowed_tags:
         return False
     if style_attr and (closing or not _SAFE_STYLE_RE.match(style) or re.search(r"url|expression", style, re.I)):
         return False
@@ -201,7 +201,8 @@ def _code_span_end(line: str, start: int, run: str) -> int:
     return -1
 
 
-def escape_disallowed_tags(line: str, open_tags: Optional[List[str]] = None) -> str:
+def escape_disallowed_tags(line: str, open_tags: Optional[List[str]] = None,
+                           allowed_tags: FrozenSet[str] = ALLOWED_TAGS) -> str:
     """Every `<` that opens something other than an allowed, balanced tag becomes `&lt;`;
     inline code spans closed on the same line are left as they are (their text is literal).
     `open_tags` carries the open allowed tags from line to line."""
@@ -221,7 +222,7 @@ def escape_disallowed_tags(line: str, open_tags: Optional[List[str]] = None) -> 
         start = match.start()
         allowed = _ALLOWED_TAG_RE.match(line, start)
         out.append(line[position:start])
-        if allowed and _is_allowed_tag(allowed) and _keeps_balance(allowed, open_tags):
+        if allowed and _is_allowed_tag(allowed, allowed_tags) and _keeps_balance(allowed, open_tags):
             out.append(allowed.group(0))
             position = allowed.end()
         else:
@@ -254,10 +255,11 @@ def _closes_fence(line: str, fence: Tuple[str, int]) -> bool:
     return run[0] == fence[0] and len(run) >= fence[1] and not rest.strip()
 
 
-def sanitize_markdown(text: str) -> str:
-    """Markdown from outside: outside code fences, tags other than `ALLOWED_TAGS` and unbalanced
-    ones escaped, unsafe links unlinked; no pipeline command; an unclosed fence, and tags left
-    open, closed at the end (the text can neither close nor swallow what follows it)."""
+def sanitize_markdown(text: str, allowed_tags: FrozenSet[str] = ALLOWED_TAGS) -> str:
+    """Markdown from outside: outside code fences, tags other than `allowed_tags` (default
+    `ALLOWED_TAGS`) and unbalanced ones escaped, unsafe links unlinked; no pipeline command; an
+    unclosed fence, and tags left open, closed at the end (the text can neither close nor swallow
+    what follows it)."""
     lines = _LINE_BREAK_RE.split(text)
     out: List[str] = []
     open_tags: List[str] = []
@@ -275,10 +277,38 @@ def sanitize_markdown(text: str) -> str:
             fence = opening
             out.append(line)
             continue
-        out.append(escape_disallowed_tags(neutralize_unsafe_links(line), open_tags))
+        out.append(escape_disallowed_tags(neutralize_unsafe_links(line), open_tags, allowed_tags))
         previous_blank = not line.strip()
     if fence is not None:
         out.append(fence[0] * fence[1])
     if open_tags:
         out.extend(["", "".join(f"</{name}>" for name in reversed(open_tags))])
     return neutralize_commands("\n".join(out))
+
+
+# ---------------------------------------------------------------- text bound for GitHub
+
+#: the tags a PR comment keeps from a summary: its collapsible sections and simple emphasis
+GITHUB_COMMENT_TAGS = frozenset({"details", "summary", "br", "b", "i", "em", "strong", "code", "sub", "sup"})
+_MENTION_RE = re.compile(r"@(?=[A-Za-z0-9_])")
+_REFERENCE_RE = re.compile(r"#(?=[0-9])")
+_GH_REFERENCE_RE = re.compile(r"\b(GH)-(?=[0-9])", re.IGNORECASE)
+_ENTITY_RE = re.compile(r"&(?=#|commat;|num;)", re.IGNORECASE)
+WORD_JOINER = "\u2060"
+
+
+def inert_for_github(text: str) -> str:
+    """Text a bot did not write, made inert for GitHub (docs/contracts.md §15): no `@user` or
+    `@org/team` mention, no `#123`, `owner/repo#123` or `GH-123` reference (a word joiner after
+    `@`/`#`/`GH`), no character reference that could spell one (`&#64;`, `&commat;` lose their `&`).
+    The text reads the same; inside code it is inert anyway."""
+    text = _ENTITY_RE.sub("&amp;", text)
+    text = _MENTION_RE.sub("@" + WORD_JOINER, text)
+    text = _REFERENCE_RE.sub("#" + WORD_JOINER, text)
+    return _GH_REFERENCE_RE.sub(lambda m: m.group(1) + WORD_JOINER + "-", text)
+
+
+def sanitize_for_github(text: str) -> str:
+    """A summary republished in a PR comment: `sanitize_markdown` keeping only `GITHUB_COMMENT_TAGS`,
+    then `inert_for_github`."""
+    return inert_for_github(sanitize_markdown(text, GITHUB_COMMENT_TAGS))

@@ -369,6 +369,29 @@ def overall_summary_name(type_name: str, platform: str, arch: str, short: bool =
     return f"{diff_type.order}_overall_{type_name}_{kind}_{platform}_{arch}.md"
 
 
+_OVERALL_NAME_RE = re.compile(r"^[0-9]_overall_(asmdiffs|tpdiff|memdiff|metricdiff)_(short_summary|summary)_"
+                               r"([a-z]+)_([a-z0-9]+)\.md$")
+
+
+@dataclass(frozen=True)
+class OverallName:
+    type_name: str
+    short: bool
+    platform: str
+    arch: str
+
+
+def parse_overall_summary_name(file_name: str) -> Optional[OverallName]:
+    """The parts of an `overall_summary_name` (None for any other name)."""
+    match = _OVERALL_NAME_RE.match(file_name)
+    if not match or match.group(1) not in DIFF_TYPES:
+        return None
+    name = OverallName(match.group(1), match.group(2) == "short_summary", match.group(3), match.group(4))
+    if overall_summary_name(name.type_name, name.platform, name.arch, name.short) != file_name:
+        return None
+    return name
+
+
 _PART_RE = r"(?:\.part(\d+)of(\d+))?"
 _RESULT_NAME_RE = re.compile(r"^superpmi_(asmdiffs|tpdiff|memdiff|metricdiff)_summary_(.*)_(.*?)" + _PART_RE
                              + r"\.(md|json)$", re.IGNORECASE)
