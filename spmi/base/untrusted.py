@@ -288,8 +288,8 @@ def sanitize_markdown(text: str, allowed_tags: FrozenSet[str] = ALLOWED_TAGS) ->
 
 # ---------------------------------------------------------------- text bound for GitHub
 
-#: the tags a PR comment keeps from a summary: its collapsible sections and simple emphasis
-GITHUB_COMMENT_TAGS = frozenset({"details", "summary", "br", "b", "i", "em", "strong", "code", "sub", "sup"})
+#: the tags a PR comment keeps from a summary: its collapsible sections, their indent, coloured numbers, emphasis
+GITHUB_COMMENT_TAGS = frozenset({"details", "summary", "div", "span", "br", "b", "i", "em", "strong", "code", "sub", "sup"})
 _MENTION_RE = re.compile(r"@(?=[A-Za-z0-9_])")
 _REFERENCE_RE = re.compile(r"#(?=[0-9])")
 _GH_REFERENCE_RE = re.compile(r"\b(GH)-(?=[0-9])", re.IGNORECASE)

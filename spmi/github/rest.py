@@ -36,7 +36,7 @@ _NEXT_LINK_RE = re.compile(r"<([^<>\s]+)>\s*;\s*rel=\"?next\"?")
 @dataclass
 class Answer:
     status: int
-    headers: Mapping[str, str]
+    headers: Mapping[str, str]  # names in lower case
     data: Any
 
 
@@ -101,7 +101,7 @@ class GitHubClient:
         except requests.RequestException as exc:
             raise SuiteError(f"cannot reach GitHub at {_shown(url)} ({type(exc).__name__}); "
                              "check GITHUB_API_URL and the network") from None
-        return Answer(response.status_code, dict(response.headers), _decoded(raw))
+        return Answer(response.status_code, {k.lower(): v for k, v in response.headers.items()}, _decoded(raw))
 
     def pages(self, path: str, params: Optional[Dict[str, Any]] = None) -> Iterator[Any]:
         """Every item of a listed resource, following the `Link: rel="next"` pages (at most MAX_PAGES)."""
@@ -113,7 +113,7 @@ class GitHubClient:
             if not isinstance(answer.data, list):
                 raise SuiteError(f"GitHub's answer to GET {_shown(url)} is not a list")
             yield from answer.data
-            url = next_page_url(answer.headers.get("Link", ""), self.api_url)
+            url = next_page_url(answer.headers.get("link", ""), self.api_url)
             query = None
             if url is None:
                 return
