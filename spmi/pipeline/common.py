@@ -183,10 +183,13 @@ DIFF_TYPES: Dict[str, DiffType] = {
 ALL_TYPES = ("asmdiffs", "tpdiff", "memdiff")
 
 
-def signal_args(noise_check: bool, significance: Sequence[Tuple[str, float]]) -> List[str]:
-    """`--noise_check` and `-significance METRIC=PCT` as passed from setup to the work item and on to
-    tpdiff/memdiff/metricdiff (asmdiffs takes `-significance` only)."""
+def signal_args(noise_check: bool, significance: Sequence[Tuple[str, float]], include_noise: bool = False) -> List[str]:
+    """`--noise_check`, `-significance METRIC=PCT` and `--include_noise` as passed from setup to the work
+    item and on to the diff commands (asmdiffs takes `-significance` and `--include_noise`, the metric
+    diffs `--noise_check` and `-significance`)."""
     argv = ["--noise_check"] if noise_check else []
+    if include_noise:
+        argv.append("--include_noise")
     for metric, pct in significance:
         argv += ["-significance", f"{metric}={pct:g}"]
     return argv
@@ -200,6 +203,8 @@ def add_signal_options(parser: "argparse.ArgumentParser") -> None:
     parser.add_argument("-significance", action="append", type=config.significance_override, default=[],
                         metavar="METRIC=PCT", help="minimum meaningful change of METRIC in %% for every diff "
                                                    "(repeatable; see superpmi.py tpdiff -h)")
+    parser.add_argument("--include_noise", action="store_true",
+                        help="asmdiffs examples keep the diffs of known noise (see superpmi.py asmdiffs -h)")
 TYPE_CHOICES = ("asmdiffs", "tpdiff", "memdiff", "metricdiff", "all")
 
 
