@@ -7,10 +7,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import pytest
-
 from github_contract import GitHubContract, webhook_example
 
 REPO = Path(__file__).resolve().parent.parent
@@ -212,10 +211,6 @@ def test_errors_are_one_line_without_the_token(github, tmp_path) -> None:
     proc = subprocess.run([sys.executable, str(REPO / "superpmi_pr_bot.py"), "command", "-event", str(event)],
                           env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "no GitHub token" in proc.stdout
-
-
-def optional(value: Optional[str]) -> str:
-    return value or ""
 
 
 def test_the_contract_check_sees_a_request_github_would_refuse(github) -> None:

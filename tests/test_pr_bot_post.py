@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
-
 from github_contract import GitHubContract, webhook_example
+
 from spmi.base.untrusted import WORD_JOINER
 from spmi.github import comment
 from spmi.pipeline import common as pipeline

@@ -97,7 +97,8 @@ def comment_event(event: Dict[str, Any]) -> Optional[CommentEvent]:
         log.info("The comment is not a user's; nothing to do")
         return None
     body = _field(event, "comment", "body")
-    number, comment_id = issue.get("number"), _field(event, "comment", "id")
+    number: Any = issue.get("number")
+    comment_id: Any = _field(event, "comment", "id")
     if not isinstance(body, str) or not _positive_int(number) or not _positive_int(comment_id):
         raise SuiteError("the event has no comment body, issue number or comment id; pass an issue_comment payload")
     branch = _field(event, "repository", "default_branch")

@@ -98,26 +98,26 @@ class CommentFacts:
 def render_comment(summaries: TypeSummaries, facts: CommentFacts, limit: int = COMMENT_LIMIT) -> str:
     """The comment body: marker, heading, short summaries, as much of the full ones as fits, artifacts link."""
     head = _heading(summaries.type_name, facts)
-    tail = _tail(facts)
-    room = limit - COMMENT_MARGIN - len(head) - len(tail)
+    notes = _cut_on_read_note(summaries.cut_on_read)
+    tail = notes + _tail(facts)
+    full_hosts = sorted(summaries.full)
+    reserve = len(_not_shown(full_hosts, facts)) if full_hosts else 0
+    room = limit - COMMENT_MARGIN - len(head) - len(tail) - reserve
     parts: List[str] = []
-    for host, text in sorted(summaries.short.items()):
+    for _host, text in sorted(summaries.short.items()):
         piece = _fitted(text, room, facts)
         parts.append(piece)
         room -= len(piece)
-    for host, text in sorted(summaries.full.items()):
+    for index, host in enumerate(full_hosts):
         opening = f"<details>\n<summary>Full {untrusted.escape_html_inline(TITLES[summaries.type_name])} summary, " \
                   f"{untrusted.escape_html_inline(host)}</summary>\n\n"
         closing = "\n\n</details>\n\n"
         if room <= len(opening) + len(closing) + 200:
-            parts.append(_not_shown(host, facts))
+            parts.append(_not_shown(full_hosts[index:], facts))
             break
-        piece = _fitted(text, room - len(opening) - len(closing), facts)
+        piece = _fitted(summaries.full[host], room - len(opening) - len(closing), facts)
         parts.append(opening + piece + closing)
         room -= len(parts[-1])
-    if summaries.cut_on_read:
-        parts.append(f"*Summaries larger than {MAX_SUMMARY_BYTES // (1024 * 1024)} MiB were cut "
-                     f"({', '.join(untrusted.escape_md_inline(h) for h in summaries.cut_on_read)}).*\n\n")
     body = head + "".join(parts) + tail
     if len(body) > limit:  # cannot happen: every piece was fitted into the room left
         raise SuiteError(f"the {summaries.type_name} comment is {len(body):,} characters, over {limit:,}")
@@ -140,9 +140,17 @@ def _tail(facts: CommentFacts) -> str:
     return f"All files (full summaries, HTML reports, listings): [the run's artifacts]({facts.run_url}#artifacts).\n"
 
 
-def _not_shown(host: str, facts: CommentFacts) -> str:
+def _not_shown(hosts: Sequence[str], facts: CommentFacts) -> str:
     where = f"[the run's artifacts]({facts.run_url}#artifacts)" if facts.run_url else "the run's artifacts"
-    return f"*The full summary for {untrusted.escape_md_inline(host)} does not fit here; it is in {where}.*\n\n"
+    names = ", ".join(untrusted.escape_md_inline(h) for h in hosts)
+    return f"*The full summaries of {names} do not fit here; they are in {where}.*\n\n"
+
+
+def _cut_on_read_note(hosts: Sequence[str]) -> str:
+    if not hosts:
+        return ""
+    return (f"*Summaries larger than {MAX_SUMMARY_BYTES // (1024 * 1024)} MiB were cut "
+            f"({', '.join(untrusted.escape_md_inline(h) for h in hosts)}).*\n\n")
 
 
 def _fitted(text: str, room: int, facts: CommentFacts) -> str:
