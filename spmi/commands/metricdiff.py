@@ -20,7 +20,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence, Union
 
 from spmi.base import cioutput, config, errors, fsutil, logs, runner
 from spmi.base.errors import SuiteError
@@ -282,6 +282,7 @@ def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRu
                              job.jit_options, job.report_metrics, job.pin)
     log.info("")
     log.info("%s %s", "Measuring throughput of" if job.kind == TPDIFF else "Measuring JIT metrics of", mch)
+    context_map = start_context_map(job.settings, mch) if job.kind == TPDIFF else None
     spmi_run = run_measurement(argv, job.core_root, job.options.timeout)
     replay_steps.stop_if_jit_unloadable(spmi_run, [("base JIT", job.base_jit), ("diff JIT", job.diff_jit)],
                                         job.superpmi, mch, job.core_root, job.settings)
@@ -289,7 +290,7 @@ def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRu
     if digest is None:
         return
     if job.kind == TPDIFF:
-        diff_throughput(job, mch, digest, run)
+        diff_throughput(digest, run, context_map)
     elif job.kind == METRICDIFF:
         diff_all_metrics(job.focus, mch, digest, run)
     else:
@@ -390,7 +391,8 @@ def read_digest(path: Path, job: MetricJob, name: str) -> Optional[model.MetricD
     return digest
 
 
-def diff_throughput(job: MetricJob, mch: Path, digest: model.MetricDigest, run: MetricDiffRun) -> None:
+def diff_throughput(digest: model.MetricDigest, run: MetricDiffRun,
+                    context_map: Optional[mcs_tool.ContextMapJob]) -> None:
     result = digest.result()
     totals = result.total(INSTRUCTIONS)
     for line in report.tpdiff_console_lines(result, INSTRUCTIONS):
@@ -398,24 +400,23 @@ def diff_throughput(job: MetricJob, mch: Path, digest: model.MetricDigest, run: 
     if totals.base == 0 or totals.diff == 0:
         log.warning("One compilation failed to produce any results")
         return
-    if any(not example.method for example in result.examples):
-        name_examples(result.examples, job.settings, mch)
+    if context_map is not None and any(not example.method for example in result.examples):
+        name_examples(result.examples, context_map.rows())
     run.collections.append(result)
 
 
-def name_examples(examples: Sequence[model.Example], settings: config.Settings, mch: Path) -> None:
-    """Release JITs measured without metrics report no method names; ask `mcs -dumpMap` and name
-    each example `<class>:<method>` from its `method name` field (docs/contracts.md §5)."""
+def start_context_map(settings: config.Settings, mch: Path) -> Optional[mcs_tool.ContextMapJob]:
+    """Release JITs measured without metrics report no method names: `mcs -dumpMap` names them,
+    started beside the replay (it reads the same collection; docs/contracts.md §5, §12.11)."""
     mcs = config.find_tool("mcs", settings, required=False)
     if mcs is None:
         log.debug("mcs not found; example contexts stay without method names")
-        return
-    result = runner.run(mcs_tool.dump_map_argv(mcs, mch), log_output=False)
-    if result.code != 0:
-        log.debug("mcs -dumpMap %s failed (%s); example contexts stay without method names", mch,
-                  result.outcome.describe())
-        return
-    rows = mcs_tool.parse_dump_map(result.stdout)
+        return None
+    return mcs_tool.ContextMapJob(mcs, mch)
+
+
+def name_examples(examples: Sequence[model.Example], rows: Mapping[int, mcs_tool.DumpMapRow]) -> None:
+    """Each unnamed example `<class>:<method>` from its map row's `method name` field."""
     for example in examples:
         row = rows.get(example.context)
         if not example.method and row is not None:
