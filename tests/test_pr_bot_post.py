@@ -219,3 +219,17 @@ def test_bad_post_arguments_are_one_line(github, summaries, tmp_path) -> None:
         assert proc.returncode == 1 and expected in proc.stdout, proc.stdout + proc.stderr
         assert "Traceback" not in proc.stdout + proc.stderr
     assert github.fake.state.requests == []
+
+
+def test_each_diff_type_gets_its_own_comment(github, summaries, tmp_path) -> None:
+    tpdiff = tmp_path / pipeline.overall_summary_name("tpdiff", "linux", "x64", short=True)
+    tpdiff.write_text("# Throughput impact on linux x64\n\nNo throughput diffs found\n", encoding="utf-8")
+    files = [str(tpdiff), str(summaries["short"])]
+    assert post(github, "-pr", str(PR), "-summaries", *files).returncode == 0
+    bodies = posted(github)
+    assert [b.splitlines()[0] for b in bodies] == [comment.marker("asmdiffs"), comment.marker("tpdiff")]
+    assert "No throughput diffs found" in bodies[1] and "No throughput diffs found" not in bodies[0]
+    assert post(github, "-pr", str(PR), "-summaries", *files).returncode == 0
+    assert len(posted(github)) == 2 and len(edited(github)) == 2
+    assert [c["body"].splitlines()[0] for c in github.fake.state.comments[PR]] == [
+        comment.marker("asmdiffs"), comment.marker("tpdiff")]
