@@ -76,6 +76,14 @@ def test_mentions_references_and_entities_become_inert() -> None:
                      f"&amp;commat;y &amp;num;1 &amp; # heading @ alone")
 
 
+def test_code_and_tags_stay_exact_where_github_links_nothing() -> None:
+    j = WORD_JOINER
+    text = ('`@a #12` and ``x `@b` y`` <span style="color:#1460aa">#34</span> #0x40 `unclosed @c\n'
+            '\n```diff\n-  movz x1, #12 ; @d\n```\n@e\n~~~\n#5\n~~~')
+    assert inert_for_github(text) == (f'`@a #12` and ``x `@b` y`` <span style="color:#1460aa">#{j}34</span> #0x40 '
+                                      f'`unclosed @{j}c\n\n```diff\n-  movz x1, #12 ; @d\n```\n@{j}e\n~~~\n#{j}5\n~~~')
+
+
 def test_a_summary_keeps_only_its_details_and_formatting_tags() -> None:
     text = ('<details><summary>s</summary>\n\n<span style="color:green">-5</span> <img src=x> <table>'
             '<a href="https://e">x</a>\n</details>')

@@ -291,21 +291,66 @@ def sanitize_markdown(text: str, allowed_tags: FrozenSet[str] = ALLOWED_TAGS) ->
 #: the tags a PR comment keeps from a summary: its collapsible sections, their indent, coloured numbers, emphasis
 GITHUB_COMMENT_TAGS = frozenset({"details", "summary", "div", "span", "br", "b", "i", "em", "strong", "code", "sub", "sup"})
 _MENTION_RE = re.compile(r"@(?=[A-Za-z0-9_])")
-_REFERENCE_RE = re.compile(r"#(?=[0-9])")
-_GH_REFERENCE_RE = re.compile(r"\b(GH)-(?=[0-9])", re.IGNORECASE)
+_REFERENCE_RE = re.compile(r"#(?=[0-9]+\b)")
+_GH_REFERENCE_RE = re.compile(r"\b(GH)-(?=[0-9]+\b)", re.IGNORECASE)
 _ENTITY_RE = re.compile(r"&(?=#|commat;|num;)", re.IGNORECASE)
+_SPAN_OR_TAG_RE = re.compile(r"(?<!\\)(?:\\\\)*(`+)|<[A-Za-z/][^<>]*>")
 WORD_JOINER = "\u2060"
+
+
+def _inert_text(text: str) -> str:
+    text = _ENTITY_RE.sub("&amp;", text)
+    text = _MENTION_RE.sub("@" + WORD_JOINER, text)
+    text = _REFERENCE_RE.sub("#" + WORD_JOINER, text)
+    return _GH_REFERENCE_RE.sub(lambda m: m.group(1) + WORD_JOINER + "-", text)
+
+
+def _inert_line(line: str) -> str:
+    """One line outside a fence: its text made inert, its code spans and tags left as they are."""
+    out: List[str] = []
+    position = 0
+    while True:
+        match = _SPAN_OR_TAG_RE.search(line, position)
+        if match is None:
+            break
+        if match.group(1):
+            end = _code_span_end(line, match.start(1), match.group(1))
+            if end < 0:  # an unclosed run is text
+                out.append(_inert_text(line[position:match.end()]))
+                position = match.end()
+                continue
+            out.append(_inert_text(line[position:match.start(1)]) + line[match.start(1):end])
+            position = end
+            continue
+        out.append(_inert_text(line[position:match.start()]) + match.group(0))
+        position = match.end()
+    out.append(_inert_text(line[position:]))
+    return "".join(out)
 
 
 def inert_for_github(text: str) -> str:
     """Text a bot did not write, made inert for GitHub (docs/contracts.md §15): no `@user` or
     `@org/team` mention, no `#123`, `owner/repo#123` or `GH-123` reference (a word joiner after
     `@`/`#`/`GH`), no character reference that could spell one (`&#64;`, `&commat;` lose their `&`).
-    The text reads the same; inside code it is inert anyway."""
-    text = _ENTITY_RE.sub("&amp;", text)
-    text = _MENTION_RE.sub("@" + WORD_JOINER, text)
-    text = _REFERENCE_RE.sub("#" + WORD_JOINER, text)
-    return _GH_REFERENCE_RE.sub(lambda m: m.group(1) + WORD_JOINER + "-", text)
+    The text reads the same. Code (fences after a blank line, code spans) and tags are left as they
+    are: GitHub links and notifies nothing inside code, and a copied listing stays exact."""
+    out: List[str] = []
+    fence: Optional[Tuple[str, int]] = None
+    previous_blank = True
+    for line in text.split("\n"):
+        if fence is not None:
+            out.append(line)
+            if _closes_fence(line, fence):
+                fence, previous_blank = None, True
+            continue
+        opening = _fence_opening(line, previous_blank)
+        if opening is not None:
+            fence = opening
+            out.append(line)
+            continue
+        out.append(_inert_line(line))
+        previous_blank = not line.strip()
+    return "\n".join(out)
 
 
 def sanitize_for_github(text: str) -> str:
