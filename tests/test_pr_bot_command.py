@@ -21,7 +21,8 @@ PR = 17
 @pytest.fixture
 def github(github_contract: GitHubContract) -> GitHubContract:
     state = github_contract.fake.reset()
-    state.permissions.update({"jit-dev": "write", "lead": "maintain", "owner": "admin", "reader": "read"})
+    state.permissions.update({"jit-dev": "write", "lead": "maintain", "owner": "admin", "reader": "read",
+                              "triager": "triage"})
     state.pulls[PR] = {"sha": HEAD_SHA, "state": "open"}
     return github_contract
 
@@ -104,7 +105,7 @@ def test_no_target_means_every_target(github, tmp_path) -> None:
     assert dispatches(github)[0]["inputs"]["targets"] == "win-x64,win-arm64,linux-x64,linux-arm64,osx-arm64,win-x86,linux-arm"
 
 
-@pytest.mark.parametrize("login", ["reader", "stranger"])
+@pytest.mark.parametrize("login", ["reader", "triager", "stranger"])
 def test_without_write_permission_one_short_reply_and_nothing_runs(github, tmp_path, login) -> None:
     proc = command(github, tmp_path, "/spmi asmdiffs -target linux-arm64", login=login)
     assert proc.returncode == 0, proc.stdout + proc.stderr
