@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence, Union
 
 from spmi.base import cioutput, config, errors, fsutil, logs, runner
 from spmi.base.errors import SuiteError
+from spmi.base.untrusted import console_line
 from spmi.formats import details
 from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
@@ -37,7 +38,7 @@ from spmi.tools.superpmi_tool import JitPairOptions, RunFiles, RunOptions, Super
 
 if TYPE_CHECKING:  # PIN is for tpdiff only: imported where used
     from spmi.tools import pintools
-from spmi.steps.outputs import summary_paths
+from spmi.steps.outputs import log_verdicts, summary_paths
 
 log = logging.getLogger("superpmi")
 
@@ -144,8 +145,15 @@ def write_run_summaries(run: MetricDiffRun, directory: Path, as_json: bool) -> L
 
 
 def write_markdown(run: MetricDiffRun, long_path: Path, short_path: Path) -> None:
+    """The run's summaries, exactly as `superpmi.py summarize` renders its JSON (which does not name the
+    target: the verdict line names the kind only; the console's names the target)."""
     fsutil.atomic_write_text(long_path, report.render(run, True, details.metric_direction))
     fsutil.atomic_write_text(short_path, report.render(run, False, details.metric_direction))
+
+
+def target_label(settings: config.Settings) -> str:
+    """`<os> <arch>` of the run's target, as the summaries name it."""
+    return f"{settings.target_os} {settings.target_arch}"
 
 
 def build_record(path: Path) -> model.BuildRecord:
@@ -220,6 +228,7 @@ def run_metricdiff(args: argparse.Namespace) -> int:
 
 def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
     kind = chosen.kind
+    signal.check_override_names(args.significance)
     preflight.check_inputs(args, kind, {"-base_jit_path": args.base_jit_path, "-diff_jit_path": args.diff_jit_path})
     settings = config.resolve_settings(args, "Release")
     if kind == TPDIFF:
@@ -228,7 +237,7 @@ def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
     options = RunOptions.from_args(args)
     config.start_logging(args, settings)
     job = prepare_job(args, settings, options, chosen)
-    run = MetricDiffRun(kind=kind, focus=job.focus,
+    run = MetricDiffRun(kind=kind, focus=job.focus, target_os=settings.target_os, target_arch=settings.target_arch,
                         base_jit_options=summary_options(job.jit_options.shared, job.jit_options.base_only),
                         diff_jit_options=summary_options(job.jit_options.shared, job.jit_options.diff_only))
     if kind == TPDIFF:
@@ -308,10 +317,9 @@ def calibrate_collection(job: MetricJob, mch: Path, work_dir: Path, result: mode
                              job.report_metrics, job.pin)
     log.info("Noise check of %s: replaying the base JIT as both sides", mch)
     spmi_run = run_measurement(argv, job.core_root, job.options.timeout)
-    outcome = None if spmi_run.timed_out or spmi_run.result is None else spmi_run.result.outcome
-    if outcome is None or superpmi_tool.interpret_exit(outcome, True, superpmi_tool.ContextCounts()).kind.has_no_data:
-        log.warning("Warning: the noise check of %s produced no data; its changes are judged by the rule alone",
-                    mch.name)
+    verdict = aa_verdict(spmi_run, job.options.timeout)
+    if verdict.kind.has_no_data:
+        no_noise_data(result, verdict.message)
         return
     digest = signal.SpreadDigest([INSTRUCTIONS] if job.kind == TPDIFF else None)
     try:
@@ -319,13 +327,31 @@ def calibrate_collection(job: MetricJob, mch: Path, work_dir: Path, result: mode
     except details.DetailsError as exc:
         if not details.is_no_data(exc):
             raise
-        log.warning("Warning: the noise check of %s produced no data (%s); its changes are judged by the rule "
-                    "alone", mch.name, exc)
+        no_noise_data(result, str(exc))
         return
     result.noise = signal.finite_spreads(digest.spreads())
+    result.noise_failed = digest.failed
+    if verdict.failed or digest.failed:
+        result.noise_problem = verdict.message if verdict.failed else "failed contexts"
+        log.warning("Warning: the noise check of %s ended with %s; %s, so its noise floor comes from the contexts "
+                    "that compiled", mch.name, result.noise_problem, report.noise_failures_text(digest.failed))
     spread = result.noise.get(job.focus, {}).get("Overall")
     if spread is not None:
         log.info("  A/A spread of %s: %s (Overall)", job.focus, signal.fmt_floor(spread))
+
+
+def aa_verdict(spmi_run: superpmi_tool.SuperpmiRun, timeout: Optional[float]) -> superpmi_tool.Verdict:
+    """How the A/A replay ended (§12.7): a timeout, a crash or a fatal error leaves no data."""
+    if spmi_run.timed_out or spmi_run.result is None:
+        return superpmi_tool.timeout_verdict(timeout or 0)
+    return superpmi_tool.interpret_exit(spmi_run.result.outcome, True, superpmi_tool.ContextCounts())
+
+
+def no_noise_data(result: model.CollectionResult, why: str) -> None:
+    """The A/A replay left nothing to measure noise with: said on the console and in the summary."""
+    result.noise_problem = why
+    log.warning("Warning: the noise check of %s produced no data (%s); its changes are judged by the rule alone",
+                result.name, why)
 
 
 def run_measurement(argv: Sequence[str], core_root: Path, timeout: Optional[float]) -> superpmi_tool.SuperpmiRun:
@@ -416,11 +442,12 @@ def start_context_map(settings: config.Settings, mch: Path) -> Optional[mcs_tool
 
 
 def name_examples(examples: Sequence[model.Example], rows: Mapping[int, mcs_tool.DumpMapRow]) -> None:
-    """Each unnamed example `<class>:<method>` from its map row's `method name` field."""
+    """Each unnamed example named as the JIT names it in memdiff's and metricdiff's tables,
+    `<class>:<method>(<args>)[:<return>]` from its map row (overloads told apart; docs/contracts.md §5)."""
     for example in examples:
         row = rows.get(example.context)
         if not example.method and row is not None:
-            example.method = row.display_name()
+            example.method = row.jit_name()
 
 
 def check_metrics_reported(data: Union[model.MetricDigest, details.DetailsTable], focus: str,
@@ -497,7 +524,9 @@ def log_significance(run: MetricDiffRun) -> None:
     else:
         log.info("No significant %s differences found (%d changes within noise)",
                  {TPDIFF: "throughput", MEMDIFF: "memory"}.get(run.kind, "metric"), quiet)
-    log.info("%s", signal.rule_line(signal.run_significance(run), metrics))
+    log.info("%s", signal.rule_line(signal.run_significance(run), metrics, console_line))
+    for line in signal.unmatched_overrides(run.significance, list(dict.fromkeys(metrics + run.all_metrics()))):
+        log.warning("Warning: %s", line)
 
 
 def finish(run: MetricDiffRun, settings: config.Settings, as_json: bool) -> int:
@@ -522,6 +551,8 @@ def finish(run: MetricDiffRun, settings: config.Settings, as_json: bool) -> int:
                   BYTES_ALLOCATED, report.fmt_pct(breach.pct, direction=report.NEUTRAL),
                   report.fmt_threshold(run.threshold or 0))
     emit_azdo_issues(run, breaches)
+    if run.collections:
+        log_verdicts([report.verdict_line(run, target_label(settings), markdown=False)])
     if run.failures or not run.collections:
         return EXIT_FAILURE
     return EXIT_GATE if breaches else EXIT_OK

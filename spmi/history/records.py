@@ -202,7 +202,7 @@ def record_from_asmdiffs(summary: AsmDiffsSummary, facts: RunFacts, source: str)
 
 def record_from_metric_run(run: metric_model.MetricDiffRun, facts: RunFacts, source: str) -> HistoryRecord:
     collections = [_metric_collection(c) for c in run.collections if is_plain_name(c.name)]
-    return _record(run.kind, run.focus, facts.target_os, facts.target_arch, facts,
+    return _record(run.kind, run.focus, facts.target_os or run.target_os, facts.target_arch or run.target_arch, facts,
                    run.base_build.text if run.base_build else "", run.diff_build.text if run.diff_build else "",
                    collections, source)
 

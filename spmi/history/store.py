@@ -3,15 +3,18 @@
 Writing needs a credential (the same rules as `upload`); reading is anonymous. Every name a
 listing returns is untrusted: only names of exactly the record shape are read, anything
 else is skipped with one line; a record whose content disagrees with its name is skipped too.
+A local folder with the same layout is a store too (`folder_store`; no credential).
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Tuple
 
 from spmi.base import fsutil, untrusted
+from spmi.history import folder_store
 from spmi.history.records import (
     HISTORY_PREFIX,
     MAX_RECORD_BYTES,
@@ -53,6 +56,27 @@ def shown_text(text: str) -> str:
     return untrusted.neutralize_commands(untrusted.one_line(text))
 
 
+def resolve_location(flag: Optional[str] = None) -> str:
+    """`-storage_url`, else $SUPERPMI_STORAGE_URL, else the public account; a folder path or `file://`
+    URL as the folder store's `file://` location."""
+    text = flag or os.environ.get(blobs.STORAGE_URL_ENV, "")
+    if text and folder_store.is_folder_text(text):
+        return folder_store.folder_location(text)
+    return blobs.resolve_account_url(flag)
+
+
+def _list_names(account_url: str, prefix: str) -> List[str]:
+    if folder_store.is_folder_location(account_url):
+        return folder_store.list_names(account_url, CONTAINER, prefix)
+    return blobs.list_blobs(CONTAINER, prefix, account_url)
+
+
+def _read_record_bytes(account_url: str, name: str, session: object) -> bytes:
+    if folder_store.is_folder_location(account_url):
+        return folder_store.read_capped(account_url, CONTAINER, name, MAX_RECORD_BYTES)
+    return blobs.read_small_blob(blobs.blob_url(CONTAINER, name, account_url), MAX_RECORD_BYTES, session)
+
+
 def parse_record_name(name: str) -> Optional[RecordName]:
     match = _RECORD_NAME_RE.match(name)
     if match is None:
@@ -73,7 +97,7 @@ def history_prefix(summary_type: Optional[str], target_os: Optional[str], target
 def list_record_names(account_url: str, summary_type: Optional[str] = None, target_os: Optional[str] = None,
                       target_arch: Optional[str] = None) -> Tuple[List[RecordName], List[str]]:
     """Record names under the prefix (newest first), and a line for each name of another shape."""
-    names = blobs.list_blobs(CONTAINER, history_prefix(summary_type, target_os, target_arch), account_url)
+    names = _list_names(account_url, history_prefix(summary_type, target_os, target_arch))
     found: List[RecordName] = []
     problems: List[str] = []
     for name in names:
@@ -95,9 +119,9 @@ def read_records(account_url: str, names: List[RecordName]) -> Listing:
     for entry in names:
         shown = shown_text(entry.name)
         try:
-            data = blobs.read_small_blob(blobs.blob_url(CONTAINER, entry.name, account_url), MAX_RECORD_BYTES, session)
+            data = _read_record_bytes(account_url, entry.name, session)
             record = record_from_bytes(data, shown)
-        except (RecordError, blobs.StorageError) as exc:
+        except (RecordError, blobs.StorageError, folder_store.FolderReadError) as exc:
             listing.problems.append(f"skipped {shown_text(str(exc))}")
             continue
         if (record.summary_type, record.target_os, record.target_arch, record.time) != (
@@ -125,7 +149,10 @@ def load_history(account_url: str, summary_type: str, target_os: str, target_arc
 
 def upload_record(record: HistoryRecord, credentials: uploads.StorageCredentials,
                   account_url: Optional[str], scratch: Path) -> str:
-    """Write `record` to a temporary file under `scratch`, upload it; the blob's URL."""
+    """Write `record` to a temporary file under `scratch`, upload it; the blob's URL (a folder store:
+    the file written there, no credential needed)."""
+    if account_url and folder_store.is_folder_location(account_url):
+        return folder_store.write(account_url, CONTAINER, record.blob_name(), record.to_json_bytes())
     path = scratch / "record.json"
     fsutil.atomic_write_bytes(path, record.to_json_bytes())
     writer = uploads.StorageWriter(credentials, account_url)

@@ -18,10 +18,10 @@ from spmi.base import fsutil
 from spmi.base.config import int_between
 from spmi.base.errors import SuiteError
 from spmi.base.untrusted import neutralize_commands, one_line
-from spmi.history import judge, records, report, store, trend_page
+from spmi.history import folder_store, judge, records, report, store, trend_page
 from spmi.history.records import HistoryRecord, RunFacts
 from spmi.reports import asm_model, metric_model
-from spmi.storage import blobs, uploads
+from spmi.storage import uploads
 
 log = logging.getLogger("superpmi")
 
@@ -38,8 +38,9 @@ def add_history_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("-diff_git_hash", metavar="HASH", help="commit the diff JITs were built from (recorded)")
     group.add_argument("-base_git_hash", metavar="HASH", help="commit the base JITs were built from (recorded)")
     group.add_argument("-jit_ee_version", metavar="GUID", help="JIT-EE version of the collections (recorded)")
-    group.add_argument("-storage_url", help="storage account of the history (default: $SUPERPMI_STORAGE_URL, "
-                                            "else the public account)")
+    group.add_argument("-storage_url", help="storage account of the history, or a folder (path or file:// URL) "
+                                            "with the same layout (default: $SUPERPMI_STORAGE_URL, else the "
+                                            "public account)")
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -83,7 +84,7 @@ def run_history(platform_summaries: Sequence[Tuple[str, str, object]], args: arg
             continue
         if record is not None:
             made.append(record)
-    account_url = blobs.resolve_account_url(args.storage_url)
+    account_url = store.resolve_location(args.storage_url)
     section = judge_section(made, account_url, args.history_last, pages) if args.history else ""
     if args.history_upload:
         upload_records(made, account_url)
@@ -107,14 +108,14 @@ def judge_section(made: Sequence[HistoryRecord], account_url: str, last: int, pa
         if pages is not None:
             name = trend_page_name(pr.summary_type, pr.target_os, pr.target_arch)
             title = f"SuperPMI {pr.summary_type} history: {pr.target_os} {pr.target_arch}"
-            fsutil.atomic_write_text(pages / name, trend_page.render_trend_page(listing.records, title, pr))
+            fsutil.atomic_write_text(pages / name, trend_page.render_trend_page(listing.records, title, pr, last=last))
             written.append(name)
     return report.overall_section(judged, last, notes, written)
 
 
 def upload_records(made: Sequence[HistoryRecord], account_url: str) -> None:
     credentials = uploads.StorageCredentials(**uploads.first_credential_from_environment(os.environ))
-    if credentials.kind() is None:
+    if credentials.kind() is None and not folder_store.is_folder_location(account_url):
         raise SuiteError("--history_upload needs a credential: set $" + uploads.CONNECTION_STRING_ENV + ", $"
                          + uploads.SAS_TOKEN_ENV + " or $" + uploads.ACCOUNT_KEY_ENV)
     with fsutil.temporary_directory(prefix="spmi-history-") as scratch:

@@ -163,6 +163,10 @@ class CollectionResult:
     examples: List[Example] = field(default_factory=list)
     #: the A/A spread (in %) per metric and row, when `--noise_check` measured it (reports/significance)
     noise: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    #: contexts the A/A replay failed to compile (its details CSV), and how it ended when not cleanly
+    #: (superpmi's verdict, e.g. "Compilation failures"); the summary's significance line names both
+    noise_failed: int = 0
+    noise_problem: str = ""
 
     def total(self, metric: str, row: str = "Overall") -> Totals:
         return self.totals[metric][row]
@@ -586,6 +590,9 @@ class MetricDiffRun:
 
     kind: str
     focus: str
+    #: the target the run replayed for, like asmdiffs' summaries ('' in summaries written before)
+    target_os: str = ""
+    target_arch: str = ""
     base_jit_options: List[str] = field(default_factory=list)
     diff_jit_options: List[str] = field(default_factory=list)
     base_build: Optional[BuildRecord] = None
@@ -624,6 +631,12 @@ def _number_from_json(value: Any) -> Number:
     return value if isinstance(value, (int, float)) else 0
 
 
+def _count_from_json(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10 ** 12:
+        raise TypeError(f"a count of contexts must be a whole number from 0 to 10^12, not {value!r}")
+    return value
+
+
 def run_to_json(run: MetricDiffRun) -> Dict[str, Any]:
     data = asdict(run)
     data["summary_type"] = run.kind
@@ -640,7 +653,9 @@ def _collection_from_json(data: Mapping[str, Any]) -> CollectionResult:
                             base_counts=SideCounts(**data["base_counts"]),
                             diff_counts=SideCounts(**data["diff_counts"]), examples=examples,
                             noise={metric: {row: float(value) for row, value in rows.items()}
-                                   for metric, rows in data.get("noise", {}).items()})
+                                   for metric, rows in data.get("noise", {}).items()},
+                            noise_failed=_count_from_json(data.get("noise_failed", 0)),
+                            noise_problem=str(data.get("noise_problem", "")))
 
 
 def _build_from_json(data: Optional[Mapping[str, Any]]) -> Optional[BuildRecord]:
@@ -655,6 +670,7 @@ def run_from_json(data: Mapping[str, Any]) -> MetricDiffRun:
             raise ValueError(f"summary version {version} is not supported (expected {SUMMARY_VERSION})")
         return MetricDiffRun(
             kind=data["kind"], focus=data["focus"],
+            target_os=str(data.get("target_os") or ""), target_arch=str(data.get("target_arch") or ""),
             base_jit_options=list(data.get("base_jit_options", [])),
             diff_jit_options=list(data.get("diff_jit_options", [])),
             base_build=_build_from_json(data.get("base_build")),
@@ -682,7 +698,8 @@ def merge_runs(runs: Sequence[MetricDiffRun]) -> MetricDiffRun:
             raise ValueError(f"cannot merge a {other.kind} summary with a {first.kind} summary")
         if other.focus != first.focus:
             raise ValueError(f"cannot merge summaries of metric {other.focus} and {first.focus}")
-    merged = MetricDiffRun(kind=first.kind, focus=first.focus)
+    merged = MetricDiffRun(kind=first.kind, focus=first.focus, target_os=first.target_os,
+                           target_arch=first.target_arch)
     merged.base_jit_options = next((r.base_jit_options for r in runs if r.base_jit_options), [])
     merged.diff_jit_options = next((r.diff_jit_options for r in runs if r.diff_jit_options), [])
     merged.base_build = next((r.base_build for r in runs if r.base_build is not None), None)

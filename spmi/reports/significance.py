@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from itertools import compress
 from operator import and_, gt, mul, sub
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from spmi.base.errors import SuiteError
+from spmi.base.untrusted import escape_md_inline
 from spmi.formats import details
 from spmi.reports.metric_model import (
     INSTRUCTIONS,
@@ -47,6 +49,39 @@ RULES: Dict[str, float] = {
 }
 #: every other metric (counters such as CseCount, InlineCount, loops)
 OTHER_METRICS_RULE = 0.1
+#: the metric names the suite itself knows (its rules, and the metrics with a direction), for spelling
+#: checks only: the metrics of a run are those its details CSV reports (docs/contracts.md §3.2.6)
+NAMED_METRICS = frozenset(RULES) | details.DIRECTED_METRICS
+
+
+def _same_but_case(name: str, known: Iterable[str]) -> Optional[str]:
+    """The known name `name` matches when case is ignored, if it is not itself known."""
+    return next((k for k in sorted(known) if k.lower() == name.lower() and k != name), None)
+
+
+def check_override_names(overrides: Sequence[Tuple[str, float]]) -> None:
+    """Refuse, before a run, an override naming a metric the suite knows in another case (`Instructions`):
+    metric names are case-sensitive, and the override would apply to nothing."""
+    for name, pct in overrides:
+        known = _same_but_case(name, NAMED_METRICS)
+        if known is not None:
+            raise SuiteError(f"-significance {name}={pct:g}: no metric is named '{name}' (names are "
+                             f"case-sensitive); did you mean '{known}'?")
+
+
+def unmatched_overrides(overrides: Mapping[str, float], metrics: Sequence[str]) -> List[str]:
+    """One warning line per override that names none of the run's `metrics` (nor a metric of the suite's
+    rules, which a command of another kind would judge): it applied to nothing."""
+    lines = []
+    for name, pct in overrides.items():
+        if name in metrics or name in NAMED_METRICS:
+            continue
+        near = _same_but_case(name, metrics)
+        hint = f"; did you mean '{near}'?" if near else ""
+        listed = ", ".join(metrics) if metrics else "none"
+        lines.append(f"-significance {name}={pct:g} applied to nothing: no metric '{name}' in this run{hint} "
+                     f"(its metrics: {listed})")
+    return lines
 
 
 def direction(metric: str) -> str:
@@ -105,17 +140,48 @@ def fmt_rule_pct(pct: float) -> str:
     return "any change" if pct == 0 else f"{pct:g}%"
 
 
-def rule_line(significance: Significance, metrics: Sequence[str]) -> str:
-    """The one summary line saying which rule decided significance (metrics grouped by minimum)."""
+#: the most decimals a change is shown with; a smaller change reads `+<0.0001%`
+MAX_CHANGE_DECIMALS = 4
+
+
+def fmt_change(pct: float, decimals: int = 2) -> str:
+    """A signed relative change (in %) that never reads as zero when it is not: `decimals` places,
+    more (two significant digits, at most `MAX_CHANGE_DECIMALS`) when those would show only zeros,
+    `+<0.0001%` below that; `0.00%` only for no change, `+∞`/`-∞` from a zero base."""
+    if math.isinf(pct):
+        return "+∞" if pct > 0 else "-∞"
+    if pct == 0:
+        return f"{0.0:.{decimals}f}%"
+    sign, magnitude = ("+" if pct > 0 else "-"), abs(pct)
+    text = f"{magnitude:.{decimals}f}"
+    if float(text) == 0:
+        smallest = 10.0 ** -MAX_CHANGE_DECIMALS
+        if magnitude < smallest:
+            return f"{sign}<{smallest:.{MAX_CHANGE_DECIMALS}f}%"
+        text = f"{magnitude:.{min(MAX_CHANGE_DECIMALS, 1 - math.floor(math.log10(magnitude)))}f}"
+    return f"{sign}{text}%"
+
+
+def floor_definition(noise_k: float) -> str:
+    """What the noise floor is, in one sentence (docs/signal.md §2)."""
+    return (f"Noise floor: {noise_k:g} × the larger of the A/A replay's change of the same total and its pooled "
+            "per-context spread (the A/A replay runs the base JIT as both sides; per collection, metric and row).")
+
+
+def rule_line(significance: Significance, metrics: Sequence[str],
+              name: Callable[[object], str] = escape_md_inline) -> str:
+    """The one summary line saying which rule decided significance (metrics grouped by minimum) and,
+    with the A/A calibration, what the noise floor is. `name` makes a metric name (untrusted: it comes
+    from a details CSV or a JSON summary) safe where the line lands: markdown by default."""
     groups: Dict[float, List[str]] = {}
     for metric in metrics:
         groups.setdefault(significance.min_pct(metric), []).append(metric)
-    rules = "; ".join(f"{', '.join(names)} {fmt_rule_pct(pct)}" for pct, names in groups.items())
+    rules = "; ".join(f"{', '.join(name(m) for m in names)} {fmt_rule_pct(pct)}" for pct, names in groups.items())
     text = f"Significance: a change is flagged when it reaches its metric's minimum ({rules or 'none'})"
-    if significance.noise_k is not None:
-        text += (f" and exceeds the noise floor, {significance.noise_k:g} × the spread of an A/A replay "
-                 "(base JIT as both sides) of the same collection")
-    return text + "; smaller changes count as within noise."
+    if significance.noise_k is None:
+        return text + "; smaller changes count as within noise."
+    return text + " and exceeds its noise floor; other changes count as within noise. " + \
+        floor_definition(significance.noise_k)
 
 
 # ---------------------------------------------------------------- a run's verdicts
@@ -176,10 +242,24 @@ class QuietChange:
     pct: float
     verdict: Verdict
     floor: Optional[float]
+    minimum: float = 0.0
+
+    @property
+    def why(self) -> str:
+        """Which rule held the change back: the rule's minimum for one below it (and the floor it
+        exceeded, when one was measured), the floor for one within it."""
+        if self.verdict is Verdict.WITHIN_NOISE and self.floor is not None:
+            return f"within the noise floor ({fmt_floor(self.floor)})"
+        text = f"below the rule (minimum {fmt_rule_pct(self.minimum)})"
+        if self.floor is not None:
+            side = "above" if abs(self.pct) > self.floor else "within"
+            text += f"; {side} the noise floor {fmt_floor(self.floor)}"
+        return text
 
 
 def quiet_changes(run: MetricDiffRun, metrics: Sequence[str], rows: Sequence[str] = ROWS) -> List[QuietChange]:
     """Every change of these metrics that stayed within noise, collection by collection."""
+    rules = run_significance(run)
     found = []
     for metric in metrics:
         for collection in run.collections:
@@ -189,7 +269,8 @@ def quiet_changes(run: MetricDiffRun, metrics: Sequence[str], rows: Sequence[str
                 judged = verdict(run, collection, metric, row)
                 if judged.quiet_change:
                     found.append(QuietChange(collection.name, metric, row, collection.total(metric, row).pct,
-                                             judged, noise_floor(run, collection, metric, row)))
+                                             judged, noise_floor(run, collection, metric, row),
+                                             rules.min_pct(metric)))
     return found
 
 
@@ -231,12 +312,14 @@ class SpreadDigest:
     def __init__(self, metrics: Optional[Sequence[str]]) -> None:
         self.metrics: Optional[List[str]] = list(metrics) if metrics is not None else None
         self.sums: Dict[str, Dict[str, SpreadSums]] = {}
+        self.failed = 0  # rows where a side did not succeed: contexts the A/A replay failed
 
     def add(self, table: Any) -> None:
         if self.metrics is None:
             self.metrics = [m for m in table.metric_names if m not in table.synthesized_metrics]
         columns = table.columns
         succeeded = success_mask(columns)
+        self.failed += len(succeeded) - sum(succeeded)
         masks = {"MinOpts": bytes(map(and_, succeeded, columns.minopts)),
                  "FullOpts": bytes(map(gt, succeeded, columns.minopts))}
         for metric in self.metrics:
