@@ -255,32 +255,49 @@ def _closes_fence(line: str, fence: Tuple[str, int]) -> bool:
     return run[0] == fence[0] and len(run) >= fence[1] and not rest.strip()
 
 
+class FenceWalk:
+    """Which lines of a markdown document are code fences, line by line (the rule of `_fence_opening`)."""
+
+    OPENING = "opening"
+    CODE = "code"
+
+    def __init__(self) -> None:
+        self.fence: Optional[Tuple[str, int]] = None
+        self.previous_blank = True
+
+    def step(self, line: str) -> Optional[str]:
+        """`OPENING` for a line that opens a fence, `CODE` for one inside it (its closing line too),
+        None for a line outside code."""
+        if self.fence is not None:
+            if _closes_fence(line, self.fence):
+                self.fence, self.previous_blank = None, True
+            return self.CODE
+        opening = _fence_opening(line, self.previous_blank)
+        if opening is not None:
+            self.fence = opening
+            return self.OPENING
+        self.previous_blank = not line.strip()
+        return None
+
+
 def sanitize_markdown(text: str, allowed_tags: FrozenSet[str] = ALLOWED_TAGS) -> str:
     """Markdown from outside: outside code fences, tags other than `allowed_tags` (default
     `ALLOWED_TAGS`) and unbalanced ones escaped, unsafe links unlinked; no pipeline command; an
     unclosed fence, and tags left open, closed at the end (the text can neither close nor swallow
     what follows it)."""
-    lines = _LINE_BREAK_RE.split(text)
     out: List[str] = []
     open_tags: List[str] = []
-    fence: Optional[Tuple[str, int]] = None
-    previous_blank = True
-    for line in lines:
-        if fence is not None:
+    walk = FenceWalk()
+    for line in _LINE_BREAK_RE.split(text):
+        kind = walk.step(line)
+        if kind == FenceWalk.CODE:
             out.append(escape_html_elements(line))
-            if _closes_fence(line, fence):
-                fence = None
-                previous_blank = True
-            continue
-        opening = _fence_opening(line, previous_blank)
-        if opening is not None:
-            fence = opening
+        elif kind == FenceWalk.OPENING:
             out.append(line)
-            continue
-        out.append(escape_disallowed_tags(neutralize_unsafe_links(line), open_tags, allowed_tags))
-        previous_blank = not line.strip()
-    if fence is not None:
-        out.append(fence[0] * fence[1])
+        else:
+            out.append(escape_disallowed_tags(neutralize_unsafe_links(line), open_tags, allowed_tags))
+    if walk.fence is not None:
+        out.append(walk.fence[0] * walk.fence[1])
     if open_tags:
         out.extend(["", "".join(f"</{name}>" for name in reversed(open_tags))])
     return neutralize_commands("\n".join(out))
@@ -294,7 +311,9 @@ _MENTION_RE = re.compile(r"@(?=[A-Za-z0-9_])")
 _REFERENCE_RE = re.compile(r"#(?=[0-9]+\b)")
 _GH_REFERENCE_RE = re.compile(r"\b(GH)-(?=[0-9]+\b)", re.IGNORECASE)
 _ENTITY_RE = re.compile(r"&(?=#|commat;|num;)", re.IGNORECASE)
-_SPAN_OR_TAG_RE = re.compile(r"(?<!\\)(?:\\\\)*(`+)|<[A-Za-z/][^<>]*>")
+# a code span closed on its line (its opening run not escaped, not part of a longer run), or a tag
+_CODE_SPAN_OR_TAG_RE = re.compile(r"(?<![\\`])(?:\\\\)*(?P<code>(?P<run>`+)(?!`).*?(?<!`)(?P=run)(?!`))"
+                                  r"|<[A-Za-z/][^<>]*>")
 WORD_JOINER = "\u2060"
 
 
@@ -307,25 +326,14 @@ def _inert_text(text: str) -> str:
 
 def _inert_line(line: str) -> str:
     """One line outside a fence: its text made inert, its code spans and tags left as they are."""
-    out: List[str] = []
+    pieces: List[str] = []
     position = 0
-    while True:
-        match = _SPAN_OR_TAG_RE.search(line, position)
-        if match is None:
-            break
-        if match.group(1):
-            end = _code_span_end(line, match.start(1), match.group(1))
-            if end < 0:  # an unclosed run is text
-                out.append(_inert_text(line[position:match.end()]))
-                position = match.end()
-                continue
-            out.append(_inert_text(line[position:match.start(1)]) + line[match.start(1):end])
-            position = end
-            continue
-        out.append(_inert_text(line[position:match.start()]) + match.group(0))
+    for match in _CODE_SPAN_OR_TAG_RE.finditer(line):
+        start = match.start("code") if match.group("code") else match.start()
+        pieces += [_inert_text(line[position:start]), line[start:match.end()]]
         position = match.end()
-    out.append(_inert_text(line[position:]))
-    return "".join(out)
+    pieces.append(_inert_text(line[position:]))
+    return "".join(pieces)
 
 
 def inert_for_github(text: str) -> str:
@@ -334,23 +342,8 @@ def inert_for_github(text: str) -> str:
     `@`/`#`/`GH`), no character reference that could spell one (`&#64;`, `&commat;` lose their `&`).
     The text reads the same. Code (fences after a blank line, code spans) and tags are left as they
     are: GitHub links and notifies nothing inside code, and a copied listing stays exact."""
-    out: List[str] = []
-    fence: Optional[Tuple[str, int]] = None
-    previous_blank = True
-    for line in text.split("\n"):
-        if fence is not None:
-            out.append(line)
-            if _closes_fence(line, fence):
-                fence, previous_blank = None, True
-            continue
-        opening = _fence_opening(line, previous_blank)
-        if opening is not None:
-            fence = opening
-            out.append(line)
-            continue
-        out.append(_inert_line(line))
-        previous_blank = not line.strip()
-    return "\n".join(out)
+    walk = FenceWalk()
+    return "\n".join(line if walk.step(line) else _inert_line(line) for line in text.split("\n"))
 
 
 def sanitize_for_github(text: str) -> str:
