@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     collections = stage_collections(options)
     hashes = stage_payload(options)
     items = plan_work_items(host_os, host_arch, args.type, base_options, diff_options, collections,
-                            pipeline.signal_args(args.noise_check, args.significance))
+                            pipeline.signal_args(args.noise_check, args.significance, args.include_noise))
     validate_payload(payload, items, host_os, types, source)
     helix_dir = Path(args.helix_directory).resolve() if args.helix_directory else payload.with_name(payload.name + "_helix")
     (helix_dir / "workitem").mkdir(parents=True, exist_ok=True)
