@@ -20,12 +20,14 @@ from typing import Optional, Sequence
 from spmi.base import logs
 from spmi.base.errors import SuiteError
 from spmi.base.facts import jit_ee_version_text, platform_report
+from spmi.commands import usage
 from spmi.commands.parsing import ArgumentParser
 from spmi.storage import archives
 
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog="jitutil.py", description="Small JIT utilities from the SuperPMI suite.")
+    usage.add_version(parser)
     commands = parser.add_subparsers(dest="command", metavar="command", parser_class=ArgumentParser)
     commands.required = True
     platform = commands.add_parser("platform", help="host facts and JIT/tool file names for a target")

@@ -13,6 +13,7 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from spmi.base import config, logs
+from spmi.commands import usage
 from spmi.commands.parsing import ArgumentParser
 
 # Each module defines register(subparsers) adding its command(s); every
@@ -43,6 +44,7 @@ def modules_for(argv: Optional[Sequence[str]]) -> List[str]:
 def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> ArgumentParser:
     parser = ArgumentParser(prog="superpmi.py",
                             description="Replay SuperPMI collections and diff JIT code, throughput and memory.")
+    usage.add_version(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="command", parser_class=ArgumentParser)
     subparsers.required = True
     for name in modules:

@@ -15,10 +15,10 @@ PACKAGE = REPO / "spmi"
 # that this file does not match its own search
 FOREIGN_DOCUMENT = re.compile("CONTRA" + r"CTS|\.\./" + "shared")
 ENTRY_SCRIPTS = {"superpmi", "jitutil", "jitrollingbuild", "jitanalyze", "superpmi_asmdiffs_setup",
-                 "superpmi_asmdiffs", "superpmi_asmdiffs_summarize"}
-# What the commands share (not commands themselves): the parser and option types, and the shared
-# option definitions with their typed records. The pipeline's entry modules use the parser too.
-COMMAND_KIT = {"spmi.commands", "spmi.commands.parsing", "spmi.commands.shared"}
+                 "superpmi_asmdiffs", "superpmi_asmdiffs_summarize", "superpmi_pr_bot"}
+# What the commands share (not commands themselves): the parser, its usage answers and option types,
+# and the shared option definitions with their typed records. The pipeline's entry modules use the parser too.
+COMMAND_KIT = {"spmi.commands", "spmi.commands.parsing", "spmi.commands.shared", "spmi.commands.usage"}
 PIPELINE_MAY_IMPORT = {"spmi.commands", "spmi.commands.parsing"}
 # The command-line edge: only these modules of spmi import argparse or take a parsed namespace.
 EDGE_PACKAGES = {"commands"}

@@ -195,7 +195,8 @@ def test_record_from_a_metric_summary_leaves_out_hostile_collection_names():
     from spmi.reports import metric_model
     good = metric_model.CollectionResult(
         name="good.mch", metrics=["Instructions"], kinds={}, totals={"Instructions": {
-            "Overall": metric_model.Totals(100, 103)}}, contexts={"Overall": 5, "MinOpts": 0, "FullOpts": 5},
+            "Overall": metric_model.Totals(100, 103), "MinOpts": metric_model.Totals(0, 0),
+            "FullOpts": metric_model.Totals(100, 103)}}, contexts={"Overall": 5, "MinOpts": 0, "FullOpts": 5},
         base_counts=metric_model.SideCounts(successes=5), diff_counts=metric_model.SideCounts(successes=5))
     bad = metric_model.CollectionResult(**{**good.__dict__, "name": "<img src=x>|##vso[x].mch"})
     run = metric_model.MetricDiffRun(kind="tpdiff", focus="Instructions", collections=[good, bad])

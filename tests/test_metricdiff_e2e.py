@@ -242,7 +242,7 @@ def test_memdiff_under_the_threshold_exits_0(sample, tmp_path):
 
 def test_memdiff_threshold_must_be_a_number(sample, tmp_path):
     result = run_cli("memdiff", "-memdiff_threshold", "lots", "-spmi_location", tmp_path)
-    assert result.returncode == 1
+    assert result.returncode == 2  # a usage error
     assert result.stderr.count("\n") == 1 and "-memdiff_threshold" in result.stderr
     assert "is not a number" in result.stderr
 

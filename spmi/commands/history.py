@@ -67,6 +67,17 @@ def _selection_options(parser: argparse.ArgumentParser, default: str) -> None:
     _storage_option(parser)
 
 
+def _record_timeout_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-record_timeout", type=parsing.positive_float, default=store.DEFAULT_RECORD_TIMEOUT,
+                        metavar="SECONDS",
+                        help=f"skip a record that has not arrived within this time (default "
+                             f"{store.DEFAULT_RECORD_TIMEOUT:g}); the whole read has {store.DEADLINE_FACTOR} times it")
+
+
+def _limits(args: argparse.Namespace) -> store.ReadLimits:
+    return store.ReadLimits(record_timeout=args.record_timeout)
+
+
 def _register_list(verbs) -> None:  # type: ignore[no-untyped-def]
     parser = verbs.add_parser("list", help="list the history records in storage")
     _selection_options(parser, "every recorded one")
@@ -80,6 +91,7 @@ def _register_show(verbs) -> None:  # type: ignore[no-untyped-def]
     _selection_options(parser, "those of -summaries, else every recorded one")
     parser.add_argument("-summaries", nargs="+", metavar="JSON", help="a PR's JSON summaries to mark on the page")
     parser.add_argument("-output_html_path", metavar="FILE", help="write the trend page (one offline HTML file)")
+    _record_timeout_option(parser)
     parser.set_defaults(func=show_command)
 
 
@@ -96,6 +108,7 @@ def _register_compare(verbs) -> None:  # type: ignore[no-untyped-def]
                         help=f"fence width in interquartile ranges, widened for short histories "
                              f"(default {judge.DEFAULT_K:g}; x5/3 from 20 runs on)")
     parser.add_argument("-output_md_path", metavar="FILE", help="also write the verdicts as markdown")
+    _record_timeout_option(parser)
     _storage_option(parser)
     parser.set_defaults(func=compare_command)
 
@@ -196,7 +209,7 @@ def show_command(args: argparse.Namespace) -> int:
         _print_problems(said)
     pages: List[trend_page.TrendGroup] = []
     for group in groups:
-        listing = store.load_history(location, *group, args.last)
+        listing = store.load_history(location, *group, args.last, _limits(args))
         _print_problems([p for p in listing.problems if p not in said])
         print(f"{group[0]} {group[1]}/{group[2]}:")
         for line in change_lines(listing.records):
@@ -246,7 +259,8 @@ def compare_command(args: argparse.Namespace) -> int:
     prs = summary_records(args.summaries, facts_from_args(args))
     sections: List[str] = []
     for pr in prs:
-        listing = store.load_history(_account_url(args), pr.summary_type, pr.target_os, pr.target_arch, args.last)
+        listing = store.load_history(_account_url(args), pr.summary_type, pr.target_os, pr.target_arch, args.last,
+                                     _limits(args))
         _print_problems(listing.problems)
         verdicts = judge.judge(pr, listing.records, last=args.last, k=args.history_k)
         for line in report.verdict_lines(pr, verdicts):

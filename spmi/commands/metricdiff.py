@@ -389,9 +389,11 @@ def interpret_run(spmi_run: superpmi_tool.SuperpmiRun, mch: Path, files: RunFile
         return None
     digest = read_digest(files.details_csv, job, mch.name)
     counts = context_counts(digest) if digest is not None else superpmi_tool.ContextCounts()
-    replay_steps.log_verdict(superpmi_tool.interpret_exit(outcome, True, counts))
+    verdict = superpmi_tool.interpret_exit(outcome, True, counts, compares_code=False)
+    replay_steps.log_verdict(verdict)
+    replay_steps.log_missing_data(verdict, counts, diff_mode=True)
     if verdict.kind is superpmi_tool.ResultKind.FAILURES:
-        replay_steps.report_asserts(superpmi_tool.parse_asserts(spmi_run.stdout, mch.name))
+        replay_steps.report_asserts(superpmi_tool.parse_asserts(spmi_run.stdout, mch.name), two_jits=True)
     return digest
 
 

@@ -1,9 +1,9 @@
 """The command-line parser every entry point uses, and the option value types.
 
-`ArgumentParser` prints a bad command line as one line and exits with 1 (docs/contracts.md
-§12.1); it parses into a `StrictNamespace`, so code reading an option its command does not
-register fails naming it. The `type=` functions refuse a bad number while parsing, before
-anything starts. The entry scripts, `spmi/commands` and the pipeline's entry modules use
+`ArgumentParser` prints a bad command line as one line and exits with 2, naming the closest
+known command, option or choice (docs/contracts.md §12.1, `usage`); it parses into a
+`StrictNamespace`, so code reading an option its command does not register fails naming it.
+The `type=` functions refuse a bad number while parsing, before anything starts. The entry scripts, `spmi/commands` and the pipeline's entry modules use
 this module; nothing below them sees argparse.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ import re
 from typing import Callable, List, Optional, Tuple, TypeVar
 
 from spmi.base.config import MAX_SECONDS
+from spmi.commands import usage
 
 Number = TypeVar("Number", int, float)
 #: No number on a command line is larger than this (beyond it arithmetic and the OS's waits overflow).
@@ -39,14 +40,25 @@ class StrictNamespace(argparse.Namespace):
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with a one-line error and exit code 1 (docs/contracts.md §12.1),
-    parsing into a `StrictNamespace`."""
+    """argparse with a one-line usage error and exit code 2, a "did you mean" for an unknown
+    command, option or choice (docs/contracts.md §12.1, commands/usage), parsing into a `StrictNamespace`."""
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
         return super().parse_known_args(args, StrictNamespace() if namespace is None else namespace)
 
+    def parse_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen = usage.chosen_parser(self, parsed)
+            chosen.error(usage.unrecognized(extras, chosen))
+        return parsed
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        if action.choices is not None and value not in action.choices:
+            raise argparse.ArgumentError(action, usage.invalid_choice(str(value), [str(c) for c in action.choices]))
+
     def error(self, message: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
-        self.exit(1, f"{self.prog}: error: {message}\n")
+        self.exit(usage.USAGE_EXIT, f"{self.prog}: error: {message}\n")
 
 
 # ---------------------------------------------------------------- numeric option types

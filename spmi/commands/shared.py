@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence
 
 from spmi.base import config, platforms
+from spmi.commands import usage
 from spmi.commands.parsing import (
     ArgumentParser,
     SignificanceOverrides,
@@ -44,7 +45,8 @@ def common_options() -> ArgumentParser:
     group.add_argument("-build_type", help="Debug, Checked or Release (default: Checked; Release for tpdiff/memdiff)")
     group.add_argument("-core_root", help="Core_Root directory (holds superpmi, mcs and the JITs)")
     group.add_argument("-product_location", help="built product directory (artifacts/bin/coreclr/<os>.<arch>.<build_type>)")
-    group.add_argument("-runtime_repo", help="dotnet/runtime enlistment (default: the git work tree around the current directory)")
+    group.add_argument("-runtime_repo", help="dotnet/runtime enlistment (default: the git work tree around the "
+                                              "current directory, else the one around these scripts)")
     group.add_argument("-spmi_location", help="cache and output root (default: $SUPERPMI_CACHE_DIRECTORY, else <repo>/artifacts/spmi)")
     group.add_argument("-log_level", default="info", help="console level: critical, error, warning, info (default), debug")
     group.add_argument("-v", "--verbose", action="store_true",
@@ -139,6 +141,7 @@ def add_credential_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("-sas_token", metavar="TOKEN",
                        help=f"SAS token with write permission{uploads.VISIBLE_NOTE}{uploads.SAS_TOKEN_ENV}")
     group.add_argument("-account_key", metavar="KEY", help=f"storage account key{uploads.VISIBLE_NOTE}{uploads.ACCOUNT_KEY_ENV}")
+    usage.add_renamed(group, "-az_storage_key", "-account_key")
     group.add_argument("--use_azure_cli", action="store_true", help="authenticate as the signed-in Azure CLI user")
     group.add_argument("--use_default_credential", action="store_true",
                        help="authenticate with azure-identity's DefaultAzureCredential")

@@ -31,6 +31,7 @@ class HistoryRequest:
     upload: bool = False                 # --history_upload
     compare: bool = False                # --history
     last: int = judge.DEFAULT_LAST       # -history_last
+    record_timeout: float = store.DEFAULT_RECORD_TIMEOUT  # -history_record_timeout
     diff_hash: str = ""                  # -diff_git_hash
     base_hash: str = ""                  # -base_git_hash
     jit_ee_version: str = ""             # -jit_ee_version
@@ -79,25 +80,27 @@ def run_history(platform_summaries: Sequence[Tuple[str, str, object]], request: 
         if record is not None:
             made.append(record)
     account_url = store.resolve_location(request.storage_url)
-    section = judge_section(made, account_url, request.last, pages) if request.compare else ""
+    limits = store.ReadLimits(record_timeout=request.record_timeout)
+    section = judge_section(made, account_url, request.last, pages, limits) if request.compare else ""
     if request.upload:
         upload_records(made, account_url)
     return section
 
 
-def judge_section(made: Sequence[HistoryRecord], account_url: str, last: int, pages: Optional[Path] = None) -> str:
+def judge_section(made: Sequence[HistoryRecord], account_url: str, last: int, pages: Optional[Path] = None,
+                  limits: store.ReadLimits = store.ReadLimits()) -> str:
     judged = []
     notes: List[str] = []
     written: List[str] = []
     for pr in made:
         try:
-            listing = store.load_history(account_url, pr.summary_type, pr.target_os, pr.target_arch, last)
+            listing = store.load_history(account_url, pr.summary_type, pr.target_os, pr.target_arch, last, limits)
         except SuiteError as exc:
             notes.append(f"{pr.target_os} {pr.target_arch}: history could not be read ({one_line(str(exc))})")
             continue
         for problem in listing.problems:
             log.warning("Warning: %s", problem)
-        notes.extend(f"{pr.target_os} {pr.target_arch}: {p}" for p in listing.problems[:5])
+        notes.extend(f"{pr.target_os} {pr.target_arch}: {p}" for p in listing.notes())
         judged.append((pr, judge.judge(pr, listing.records, last=last)))
         if pages is not None:
             name = trend_page_name(pr.summary_type, pr.target_os, pr.target_arch)

@@ -19,7 +19,7 @@ from spmi.base.errors import SuiteError
 from spmi.base.untrusted import code_block, console_line, escape_html_inline, escape_md_inline, sanitize_markdown
 from spmi.commands import parsing
 from spmi.formats import details
-from spmi.history import judge
+from spmi.history import judge, store
 from spmi.pipeline import common as pipeline
 from spmi.pipeline import history_step
 from spmi.pipeline.common import DiffType, Part
@@ -703,6 +703,10 @@ def add_history_options(parser: argparse.ArgumentParser) -> None:
                        help="judge each platform's changes against the last main runs recorded in storage")
     group.add_argument("-history_last", type=parsing.int_between(1, 1000), default=judge.DEFAULT_LAST, metavar="N",
                        help=f"how many main runs to compare with (default {judge.DEFAULT_LAST})")
+    group.add_argument("-history_record_timeout", type=parsing.positive_float, default=store.DEFAULT_RECORD_TIMEOUT,
+                       metavar="SECONDS",
+                       help=f"skip a history record that has not arrived within this time (default "
+                            f"{store.DEFAULT_RECORD_TIMEOUT:g}); each platform's read has {store.DEADLINE_FACTOR} times it")
     group.add_argument("-diff_git_hash", metavar="HASH", help="commit the diff JITs were built from (recorded)")
     group.add_argument("-base_git_hash", metavar="HASH", help="commit the base JITs were built from (recorded)")
     group.add_argument("-jit_ee_version", metavar="GUID", help="JIT-EE version of the collections (recorded)")
@@ -714,7 +718,8 @@ def add_history_options(parser: argparse.ArgumentParser) -> None:
 def history_request(args: argparse.Namespace) -> history_step.HistoryRequest:
     """The history options (`add_history_options`)."""
     return history_step.HistoryRequest(upload=bool(args.history_upload), compare=bool(args.history),
-                                       last=args.history_last, diff_hash=args.diff_git_hash or "",
+                                       last=args.history_last, record_timeout=args.history_record_timeout,
+                                       diff_hash=args.diff_git_hash or "",
                                        base_hash=args.base_git_hash or "", jit_ee_version=args.jit_ee_version or "",
                                        storage_url=args.storage_url)
 
