@@ -17,15 +17,15 @@ from __future__ import annotations
 import sys
 from typing import Optional, Sequence
 
-from spmi.base import config, logs, usage
-from spmi.base.config import ArgumentParser
+from spmi.base import logs
+from spmi.commands import shared, usage
+from spmi.commands.parsing import ArgumentParser
 from spmi.commands.rollingbuild import PROG, check_list_flags, download_command, list_command, run, upload_command
-from spmi.storage import blobs, uploads
 
 
 def build_parser() -> ArgumentParser:
-    common = config.common_options()
-    blobs.add_storage_url_option(common)
+    common = shared.common_options()
+    shared.add_storage_url_option(common)
     parser = ArgumentParser(prog=PROG, description="List, download and upload rolling builds of the JIT.")
     usage.add_version(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="command", parser_class=ArgumentParser)
@@ -50,7 +50,7 @@ def build_parser() -> ArgumentParser:
     upload.add_argument("-git_hash", metavar="HASH", required=True, help="commit the JITs were built from")
     upload.add_argument("--use_latest_jit_change", action="store_true",
                         help="use the newest commit at or before -git_hash that changed src/coreclr/jit")
-    uploads.add_credential_options(upload)
+    shared.add_credential_options(upload)
     add_skip_cleanup(upload, "upload sends the product directory's files as they are")
     upload.set_defaults(func=upload_command, validate=None)
     return parser

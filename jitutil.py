@@ -17,10 +17,11 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from spmi.base import logs, usage
-from spmi.base.config import ArgumentParser
+from spmi.base import logs
 from spmi.base.errors import SuiteError
 from spmi.base.facts import jit_ee_version_text, platform_report
+from spmi.commands import usage
+from spmi.commands.parsing import ArgumentParser
 from spmi.storage import archives
 
 

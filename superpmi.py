@@ -12,8 +12,9 @@ import importlib
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from spmi.base import config, logs, usage
-from spmi.base.config import ArgumentParser
+from spmi.base import config, logs
+from spmi.commands import usage
+from spmi.commands.parsing import ArgumentParser
 
 # Each module defines register(subparsers) adding its command(s); every
 # command sets `func(args) -> int` as its parser default.

@@ -25,8 +25,9 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from spmi.base import logs, usage
-from spmi.base.config import ArgumentParser
+from spmi.base import logs
+from spmi.commands import usage
+from spmi.commands.parsing import ArgumentParser
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.workitem import config_from_args, run_work_item
 

@@ -28,8 +28,9 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from spmi.base import logs, usage
-from spmi.base.config import ArgumentParser, int_between, positive_int
+from spmi.base import logs
+from spmi.commands import usage
+from spmi.commands.parsing import ArgumentParser, int_between, positive_int
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.setup import run
 

@@ -26,11 +26,11 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from spmi.base import logs, usage
-from spmi.base.config import ArgumentParser
+from spmi.base import logs
+from spmi.commands import usage
+from spmi.commands.parsing import ArgumentParser
 from spmi.pipeline import common as pipeline
-from spmi.pipeline.history_step import add_history_options
-from spmi.pipeline.summarize import DEFAULT_ARTIFACT, run
+from spmi.pipeline.summarize import DEFAULT_ARTIFACT, add_history_options, run
 
 
 def build_parser() -> ArgumentParser:

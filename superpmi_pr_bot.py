@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from spmi.base import logs, usage
-from spmi.base.config import ArgumentParser, positive_int
+from spmi.base import logs
 from spmi.base.errors import SuiteError
+from spmi.commands import usage
+from spmi.commands.parsing import ArgumentParser, positive_int
 
 PROG = "superpmi_pr_bot.py"
 

@@ -1,16 +1,17 @@
 """Baseline JIT discovery (§12.8) with real git repositories and real Azurite."""
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pytest
 from azurite import closed_port_url
 from gitrepos import JIT_FILE, init_repo, make_runtime_repos
 
-from spmi.base.config import ArgumentParser, Settings
+from spmi.base.config import Settings
 from spmi.base.errors import SuiteError
-from spmi.sources import baseline, mch_sources
+from spmi.commands import shared
+from spmi.commands.parsing import ArgumentParser
+from spmi.sources import baseline
 
 JIT = "libclrjit.so"
 WHERE = ("linux", "x64", "Checked")
@@ -45,10 +46,8 @@ def make_settings(repo, spmi: Path) -> Settings:
                     product_dir=None, spmi_location=spmi)
 
 
-def make_args(storage_url=None, **values) -> argparse.Namespace:
-    defaults = {"base_jit_path": None, "git_hash": None, "base_git_hash": None, "storage_url": storage_url}
-    defaults.update(values)
-    return argparse.Namespace(**defaults)
+def make_args(storage_url=None, **values) -> baseline.BaselineRequest:
+    return baseline.BaselineRequest(storage_url=storage_url, **values)
 
 
 def upload_build(azurite, git_hash: str, data: bytes, jit: str = JIT, where=WHERE) -> None:
@@ -98,16 +97,16 @@ def test_hashes_and_file_names_are_checked():
 
 def test_options_add_storage_url_once():
     parser = ArgumentParser(prog="t")
-    mch_sources.add_collection_options(parser)
-    baseline.add_baseline_options(parser)
+    shared.add_collection_options(parser)
+    shared.add_baseline_options(parser)
     args = parser.parse_args(["-base_git_hash", "abc1234", "-storage_url", "http://x"])
     assert args.base_git_hash == "abc1234" and args.storage_url == "http://x"
     other = ArgumentParser(prog="t")
-    baseline.add_baseline_options(other)
-    mch_sources.add_collection_options(other)
+    shared.add_baseline_options(other)
+    shared.add_collection_options(other)
     assert other.parse_args(["-storage_url", "http://y"]).storage_url == "http://y"
     bare = ArgumentParser(prog="t")
-    baseline.add_baseline_options(bare, add_storage_url=False)
+    shared.add_baseline_options(bare, add_storage_url=False)
     assert "-storage_url" not in bare._option_string_actions
     assert bare.parse_args([]).base_jit_path is None
 

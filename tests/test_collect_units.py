@@ -322,7 +322,7 @@ def clean_argv(tmp_path: Path, *argv: str) -> list:
     args = parse("corerun", "--clean", "--parallelism", "3", "-arch", "x64", "-host_os", "linux",
                  "-spmi_location", str(tmp_path), *argv)
     plan = collect.plan_from_args(args)
-    settings = collect.config.resolve_settings(args)
+    settings = collect.shared.settings_from_args(args)
     jit = Path("/cr") / platforms.jit_file_name("linux", "x64", settings.target_os, settings.target_arch)
     replayer = collect_steps.Replayer(Path("/cr/superpmi"), jit, Path("/cr"), settings, plan.replay)
     return collect_steps.clean_replay_argv(replayer, Path("/w/base.mch"), Path("/w/basefail.mcl"))
@@ -358,6 +358,6 @@ def test_target_flags_choose_the_cross_jit_and_mch_arch_is_checked(tmp_path):
     for target, expected in (([], "libclrjit.so"), (["-target_arch", "arm64"], "libclrjit_universal_arm64_x64.so")):
         args = parse("corerun", "-arch", "x64", "-host_os", "linux", "-core_root", str(core_root),
                      "-spmi_location", str(tmp_path), *target)
-        assert collect_steps.core_root_jit(collect.config.resolve_settings(args), None) == core_root / expected
+        assert collect_steps.core_root_jit(collect.shared.settings_from_args(args), None) == core_root / expected
     with pytest.raises(SuiteError, match="-mch_arch 'sparc' is not an architecture"):
-        collect.config.resolve_settings(parse("corerun", "-mch_arch", "sparc", "-spmi_location", str(tmp_path)))
+        collect.shared.settings_from_args(parse("corerun", "-mch_arch", "sparc", "-spmi_location", str(tmp_path)))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import os
 import struct
@@ -16,6 +17,7 @@ from azurite import closed_port_url
 
 from spmi.base import config
 from spmi.base.errors import SuiteError
+from spmi.commands import shared
 from spmi.sources import mch_sources
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -39,16 +41,17 @@ def make_settings(spmi_location: Path, target_os: str = "linux", mch_arch: str =
                                 product_dir=None, spmi_location=spmi_location)
 
 
-def parse(argv: List[str]) -> argparse.Namespace:
+def parse(argv: List[str]) -> mch_sources.CollectionQuery:
+    """The collection options of `argv` as a command hands them to `resolve_collections`."""
     parser = argparse.ArgumentParser()
-    mch_sources.add_collection_options(parser)
-    return parser.parse_args(argv)
+    shared.add_collection_options(parser)
+    return shared.collection_query(parser.parse_args(argv))
 
 
 def test_options_are_added_once_and_keep_an_existing_storage_url():
     parser = argparse.ArgumentParser()
     parser.add_argument("-storage_url")
-    mch_sources.add_collection_options(parser)
+    shared.add_collection_options(parser)
     args = parser.parse_args(["-mch_files", "a", "b", "-filter", "x", "y", "-private_store", "p1",
                               "-private_store", "p2", "--force_download", "-jit_ee_version", GUID,
                               "-storage_url", "http://h"])
@@ -217,8 +220,7 @@ def test_force_download_downloads_again(storage_account, fault_proxy, tmp_path):
     mch_sources.resolve_collections(args, settings)
     mch_sources.resolve_collections(args, settings)
     assert fault_proxy.count("GET", "/a.mch.zip") == 1
-    args.force_download = True
-    mch_sources.resolve_collections(args, settings)
+    mch_sources.resolve_collections(dataclasses.replace(args, force_download=True), settings)
     assert fault_proxy.count("GET", "/a.mch.zip") == 2
 
 

@@ -11,6 +11,7 @@ import pytest
 from parser_walk import command_parsers, option_actions
 
 from spmi.base import config
+from spmi.commands import parsing
 from spmi.tools.superpmi_tool import RunOptions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -18,14 +19,14 @@ NUMBER_METAVARS = {"N", "SECONDS", "PCT", "COUNT", "BYTES", "MINUTES"}
 
 
 @pytest.mark.parametrize("helper, good, bad", [
-    (config.positive_seconds, {"1": 1.0, "0.5": 0.5, " 3 ": 3.0, "2592000": 2592000.0},
+    (parsing.positive_seconds, {"1": 1.0, "0.5": 0.5, " 3 ": 3.0, "2592000": 2592000.0},
      ["0", "-1", "nan", "inf", "-inf", "x", "", "1e308", "2592000.5", "1_0"]),
-    (config.non_negative_float, {"0": 0.0, "12.5": 12.5}, ["-0.1", "nan", "inf", "abc", "1_0", "0._5"]),
-    (config.positive_int, {"1": 1, "64": 64, str(10 ** 15): 10 ** 15},
+    (parsing.non_negative_float, {"0": 0.0, "12.5": 12.5}, ["-0.1", "nan", "inf", "abc", "1_0", "0._5"]),
+    (parsing.positive_int, {"1": 1, "64": 64, str(10 ** 15): 10 ** 15},
      ["0", "-3", "1.5", "nan", "x", str(10 ** 15 + 1), "1_0", "1__0", "_1"]),
-    (config.non_negative_int, {"0": 0, "20": 20}, ["-1", "2.0", "inf", "1_000"]),
-    (config.int_between(1, 64), {"1": 1, "64": 64}, ["0", "65", "nan", "1_0"]),
-    (config.positive_float, {"2.5": 2.5}, ["0", "1_0", "1_0.5", "1e1_0"]),
+    (parsing.non_negative_int, {"0": 0, "20": 20}, ["-1", "2.0", "inf", "1_000"]),
+    (parsing.int_between(1, 64), {"1": 1, "64": 64}, ["0", "65", "nan", "1_0"]),
+    (parsing.positive_float, {"2.5": 2.5}, ["0", "1_0", "1_0.5", "1e1_0"]),
 ])
 def test_numeric_types_accept_and_refuse(helper, good, bad) -> None:
     for text, value in good.items():
@@ -50,8 +51,8 @@ def test_no_numeric_option_reads_python_digit_separators() -> None:
     checked = 0
     for _command, parser in command_parsers():
         for action in option_actions(parser):
-            if action.metavar not in NUMBER_METAVARS and action.type not in (config.positive_seconds,
-                                                                             config.positive_float):
+            if action.metavar not in NUMBER_METAVARS and action.type not in (parsing.positive_seconds,
+                                                                             parsing.positive_float):
                 continue
             if action.type is None:
                 continue

@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Set
 import pytest
 
 import superpmi
-from spmi.base import config
+from spmi.commands import parsing
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "spmi"
@@ -146,7 +146,7 @@ def command_lines() -> List[List[str]]:
 def test_every_option_a_command_reads_is_registered(argv: List[str]):
     command = " ".join(argv[:2]) if argv[0] == "history" else argv[0]
     args = superpmi.build_parser().parse_args(argv)
-    assert isinstance(args, config.StrictNamespace)
+    assert isinstance(args, parsing.StrictNamespace)
     func = args.func
     index = _index()
     starts = [f for f in index[f"{func.__module__.rsplit('.', 1)[-1]}.{func.__name__}"]]
@@ -155,19 +155,22 @@ def test_every_option_a_command_reads_is_registered(argv: List[str]):
     assert len(reads) >= 3, f"{command}: the walk found too little ({sorted(reads)})"
     unregistered = {name: sorted(where) for name, where in reads.items() if name not in vars(args)}
     assert unregistered == {}
+    # the parsed arguments are read in the command's module and the commands' shared options only
+    modules = {where.split(".")[0] for places in reads.values() for where in places}
+    assert modules <= {func.__module__.rsplit(".", 1)[-1], "shared"}, sorted(modules)
 
 
 def test_the_walk_follows_the_namespace_into_shared_resolution():
     index = _index()
     reads = options_read(index["replay.run_replay"][0], index)
     assert {"target_os", "core_root", "timeout", "mch_files", "jit_path"} <= set(reads)
-    assert "config.resolve_settings" in reads["core_root"] and "superpmi_tool.from_args" in reads["timeout"]
+    assert "shared.settings_options" in reads["core_root"] and "shared.run_options" in reads["timeout"]
 
 
 def test_reading_an_unregistered_option_fails_naming_it():
     args = superpmi.build_parser().parse_args(["merge-mch", *MINIMAL_ARGS["merge-mch"]])
     assert args.pattern == "*.mch" and args.target_os is None
-    with pytest.raises(config.UnregisteredOption, match="'jit_path' is read but not registered"):
+    with pytest.raises(parsing.UnregisteredOption, match="'jit_path' is read but not registered"):
         args.jit_path  # noqa: B018
     with pytest.raises(AttributeError):
         getattr(args, "timeout")  # noqa: B009

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from spmi.base import config
+from spmi.base.errors import SuiteError
+from spmi.commands import parsing, shared
 from spmi.reports import asm_markdown
 from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
@@ -56,18 +57,18 @@ def test_overrides_replace_one_metric_rule() -> None:
 
 
 def test_significance_flag_is_checked_while_parsing() -> None:
-    assert config.significance_override("BytesAllocated=2.5") == ("BytesAllocated", 2.5)
-    assert config.significance_override("instructions=0") == ("instructions", 0.0)
+    assert parsing.significance_override("BytesAllocated=2.5") == ("BytesAllocated", 2.5)
+    assert parsing.significance_override("instructions=0") == ("instructions", 0.0)
     for bad in ("BytesAllocated", "=1", "Bytes Allocated=1", "BytesAllocated=-1", "BytesAllocated=nan", "x=y",
                 "instructions=1_0", "instructions=0_.5"):
         with pytest.raises(argparse.ArgumentTypeError):
-            config.significance_override(bad)
+            parsing.significance_override(bad)
     with pytest.raises(argparse.ArgumentTypeError, match=r"^'instructions=1_0': the percentage '1_0' is not a number$"):
-        config.significance_override("instructions=1_0")
+        parsing.significance_override("instructions=1_0")
 
 
 def _parse_significance(*argv: str) -> list:
-    parser = config.ArgumentParser(prog="p", parents=[config.significance_options()])
+    parser = parsing.ArgumentParser(prog="p", parents=[shared.significance_options()])
     return parser.parse_args(list(argv)).significance
 
 
@@ -86,7 +87,7 @@ def test_a_known_metric_in_another_case_is_refused_before_the_run() -> None:
     signal.check_override_names([("instructions", 1.0), ("CseCount", 0.5), ("MyNewMetric", 1.0)])
     for name, known in (("Instructions", "instructions"), ("bytesallocated", "BytesAllocated"),
                         ("PERFSCORE", "PerfScore"), ("jumpThreadingsPerformed", "JumpThreadingsPerformed")):
-        with pytest.raises(config.SuiteError) as info:
+        with pytest.raises(SuiteError) as info:
             signal.check_override_names([("instructions", 1.0), (name, 2.5)])
         assert str(info.value) == (f"-significance {name}=2.5: no metric is named '{name}' (names are "
                                    f"case-sensitive); did you mean '{known}'?")
@@ -201,7 +202,7 @@ def test_asmdiffs_other_metrics_table_applies_the_rules() -> None:
 
 def test_the_flag_help_names_the_table_defaults() -> None:
     """`-significance -h` repeats the defaults (base cannot import reports): it must match the table."""
-    action = next(a for a in config.significance_options()._actions if "-significance" in a.option_strings)
+    action = next(a for a in shared.significance_options()._actions if "-significance" in a.option_strings)
     for metric in ("instructions", "BytesAllocated", "PerfScore"):
         assert f"{metric} {signal.RULES[metric]:g}" in action.help
     assert f"other metrics {signal.OTHER_METRICS_RULE:g}" in action.help and "code bytes any change" in action.help

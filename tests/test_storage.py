@@ -14,6 +14,7 @@ import pytest
 from azurite import ACCOUNT_KEY, closed_port_url
 
 from spmi.base import redaction
+from spmi.commands import shared
 from spmi.storage import archives, blobs, downloads, uploads
 
 FAST_RETRY = blobs.RetryPolicy(attempts=4, first_delay=0.05, max_delay=0.2)
@@ -407,9 +408,9 @@ def test_writing_needs_a_credential_and_identity_needs_its_package():
 def test_credentials_from_args_and_environment():
     import argparse
     parser = argparse.ArgumentParser()
-    uploads.add_credential_options(parser)
+    shared.add_credential_options(parser)
     env = {"AZURE_STORAGE_CONNECTION_STRING": "AccountName=a;AccountKey=envkeyenvkey;BlobEndpoint=http://h/a"}
-    assert uploads.StorageCredentials.from_args(parser.parse_args([]), env).kind() == "connection string"
-    creds = uploads.StorageCredentials.from_args(parser.parse_args(["-sas_token", "?sv=1&sig=abcdabcd"]), env)
+    assert shared.storage_credentials(parser.parse_args([]), env).kind() == "connection string"
+    creds = shared.storage_credentials(parser.parse_args(["-sas_token", "?sv=1&sig=abcdabcd"]), env)
     assert creds.kind() == "SAS token" and creds.connection_string is None and creds.sas_token == "sv=1&sig=abcdabcd"
     assert "envkeyenvkey" not in redaction.redact("x envkeyenvkey y")

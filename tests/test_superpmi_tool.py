@@ -10,6 +10,7 @@ import pytest
 
 from spmi.base import platforms
 from spmi.base.errors import SuiteError
+from spmi.commands import shared
 from spmi.tools import jit_build
 from spmi.tools import superpmi_tool as st
 
@@ -23,8 +24,8 @@ def call(host_arch: str, target_arch: str, options: st.RunOptions) -> st.Superpm
 
 def parse_options(*argv: str) -> st.RunOptions:
     parser = argparse.ArgumentParser()
-    st.add_run_options(parser)
-    return st.RunOptions.from_args(parser.parse_args(list(argv)))
+    shared.add_run_options(parser)
+    return shared.run_options(parser.parse_args(list(argv)))
 
 
 def test_replay_argv_default_is_parallel_with_files_last():

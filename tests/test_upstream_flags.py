@@ -12,7 +12,7 @@ import pytest
 from parser_walk import command_parsers
 
 import spmi
-from spmi.base import usage
+from spmi.commands import usage
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM_DOC = REPO / "docs" / "upstream.md"

@@ -1,4 +1,5 @@
-"""Options shared by the SuperPMI commands and the settings they resolve to.
+"""The settings the shared options of the SuperPMI commands resolve to, tool discovery and the
+JIT-EE version (the options themselves are defined and parsed in `spmi/commands/options.py`).
 
 Defaults follow the dotnet/runtime enlistment layout (docs/contracts.md §12.1–§12.4):
 host OS/arch detected, target defaulting to the host, Core_Root and the
@@ -6,17 +7,15 @@ product directory under `artifacts/`, the cache/output root `spmi_location`.
 """
 from __future__ import annotations
 
-import argparse
 import logging
-import math
 import os
 import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Literal, Optional, Sequence, Tuple, TypeVar, overload
+from typing import List, Literal, Optional, Sequence, overload
 
-from spmi.base import fsutil, logs, platforms, progress, runner, usage
+from spmi.base import fsutil, logs, platforms, progress, runner
 from spmi.base.errors import SuiteError
 
 log = logging.getLogger("superpmi")
@@ -24,207 +23,11 @@ log = logging.getLogger("superpmi")
 SCRIPTS_DIR = Path(__file__).resolve().parents[2]  # the folder of the entry scripts
 UNKNOWN_JIT_EE_VERSION = "unknown-jit-ee-version"
 JITEE_GUID_HEADER = Path("src/coreclr/inc/jiteeversionguid.h")
-Number = TypeVar("Number", int, float)
 _JITEE_GUID_RE = re.compile(r"^constexpr GUID JITEEVersionIdentifier *= *{ */\* *([^ ]*) *\*/")
 
 
-class UnregisteredOption(AttributeError):
-    """Code read an option its command's parser does not register."""
-
-
-class StrictNamespace(argparse.Namespace):
-    """Parsed options; reading a name no parser registered fails naming the option.
-
-    Commands read their options as `args.<name>`, never with a fallback, so a
-    command that reads an option it did not register fails in tests.
-    """
-
-    def __getattr__(self, name: str) -> object:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        known = ", ".join(sorted(vars(self))) or "none"
-        raise UnregisteredOption(f"option '{name}' is read but not registered by this command (registered: {known})")
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse with a one-line usage error and exit code 2, a "did you mean" for an unknown
-    command, option or choice (docs/contracts.md §12.1, base/usage), parsing into a `StrictNamespace`."""
-
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
-        return super().parse_known_args(args, StrictNamespace() if namespace is None else namespace)
-
-    def parse_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
-        parsed, extras = self.parse_known_args(args, namespace)
-        if extras:
-            chosen = usage.chosen_parser(self, parsed)
-            chosen.error(usage.unrecognized(extras, chosen))
-        return parsed
-
-    def _check_value(self, action: argparse.Action, value: object) -> None:
-        if action.choices is not None and value not in action.choices:
-            raise argparse.ArgumentError(action, usage.invalid_choice(str(value), [str(c) for c in action.choices]))
-
-    def error(self, message: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
-        self.exit(usage.USAGE_EXIT, f"{self.prog}: error: {message}\n")
-
-
-# ---------------------------------------------------------------- numeric option types
-# One argparse `type=` per kind of number, so a bad value is refused while parsing,
-# before anything starts, with one line naming the flag (argparse adds it).
-
-#: No number on a command line is larger than this (beyond it arithmetic and the OS's waits overflow).
-MAX_NUMBER = 10 ** 15
 #: The longest time in seconds a command line may give (30 days; the OS's waits take no more than ~49 days).
 MAX_SECONDS = 30 * 24 * 3600
-
-
-def _number(text: str, convert: Callable[[str], Number], kind: str, most: str = f"{MAX_NUMBER:,}") -> Number:
-    """`text` as a number; Python's digit separators are refused (`1_0` is not 10 on a command line)."""
-    try:
-        if "_" in text:
-            raise ValueError(text)
-        value = convert(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not {kind}") from None
-    if isinstance(value, float) and not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"'{text}' is not a finite number")
-    if abs(value) > MAX_NUMBER:
-        raise argparse.ArgumentTypeError(f"'{text}' is too large (at most {most})")
-    return value
-
-
-def _number_where(text: str, convert: Callable[[str], Number], kind: str,
-                  accepted: Callable[[Number], bool], requirement: str) -> Number:
-    """`text` as a number of `kind` that passes `accepted`, else "'text' must be <requirement>"."""
-    value = _number(text, convert, kind)
-    if not accepted(value):
-        raise argparse.ArgumentTypeError(f"'{text}' must be {requirement}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    """A time in seconds: a finite number greater than 0 and at most `MAX_SECONDS`."""
-    most = f"{MAX_SECONDS:,} seconds, 30 days"
-    seconds = float(_number(text, float, "a number", most))
-    if not seconds > 0:
-        raise argparse.ArgumentTypeError(f"'{text}' must be greater than 0")
-    if seconds > MAX_SECONDS:
-        raise argparse.ArgumentTypeError(f"'{text}' is too large (at most {most})")
-    return seconds
-
-
-def positive_float(text: str) -> float:
-    """A finite number greater than 0 (a factor, a width)."""
-    return float(_number_where(text, float, "a number", lambda v: v > 0, "greater than 0"))
-
-
-def non_negative_float(text: str) -> float:
-    """A finite number of 0 or more (e.g. a percentage where 0 disables)."""
-    return float(_number_where(text, float, "a number", lambda v: v >= 0, "0 or more"))
-
-
-def non_negative_int(text: str) -> int:
-    """A whole number of 0 or more."""
-    return int(_number_where(text, int, "a whole number", lambda v: v >= 0, "0 or more"))
-
-
-def positive_int(text: str) -> int:
-    """A whole number of 1 or more."""
-    return int(_number_where(text, int, "a whole number", lambda v: v >= 1, "at least 1"))
-
-
-def int_between(low: int, high: int) -> Callable[[str], int]:
-    """A whole number from `low` to `high` (both included)."""
-    def parse(text: str) -> int:
-        return int(_number_where(text, int, "a whole number", lambda v: low <= v <= high, f"from {low} to {high}"))
-    parse.__name__ = f"int_between_{low}_{high}"
-    return parse
-
-
-# ---------------------------------------------------------------- option groups
-
-def common_options() -> "ArgumentParser":
-    """Options every command takes."""
-    parser = ArgumentParser(add_help=False)
-    group = parser.add_argument_group("common options")
-    group.add_argument("-arch", help="host architecture (default: this machine's)")
-    group.add_argument("-host_os", help="host OS: windows, linux or osx (default: this machine's)")
-    group.add_argument("-build_type", help="Debug, Checked or Release (default: Checked; Release for tpdiff/memdiff)")
-    group.add_argument("-core_root", help="Core_Root directory (holds superpmi, mcs and the JITs)")
-    group.add_argument("-product_location", help="built product directory (artifacts/bin/coreclr/<os>.<arch>.<build_type>)")
-    group.add_argument("-runtime_repo", help="dotnet/runtime enlistment (default: the git work tree around the "
-                                              "current directory, else the one around these scripts)")
-    group.add_argument("-spmi_location", help="cache and output root (default: $SUPERPMI_CACHE_DIRECTORY, else <repo>/artifacts/spmi)")
-    group.add_argument("-log_level", default="info", help="console level: critical, error, warning, info (default), debug")
-    group.add_argument("-v", "--verbose", action="store_true",
-                       help="also show the details on the console: commands run, superpmi's output, the analyzer's "
-                            "lists (same as -log_level debug; the log file always has them)")
-    group.add_argument("-log_file", help="log file (default: a new superpmi.log in spmi_location); always at debug level")
-    group.add_argument("--no_progress", action="store_true", help="no progress bars")
-    # Without `target_options` a command works for the host: the target is "not chosen".
-    parser.set_defaults(target_os=None, target_arch=None, mch_arch=None)
-    return parser
-
-
-def target_options() -> "ArgumentParser":
-    """Options naming the target a collection or JIT is for."""
-    parser = ArgumentParser(add_help=False)
-    group = parser.add_argument_group("target options")
-    group.add_argument("-target_os", help="target OS (default: host OS)")
-    group.add_argument("-target_arch", help="target architecture (default: -arch)")
-    group.add_argument("-mch_arch", help="architecture the collections were recorded on (default: -target_arch)")
-    return parser
-
-
-_METRIC_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-#: k of the A/A calibration: a change must exceed k × the measured spread (docs/contracts.md §12.12b)
-DEFAULT_NOISE_K = 3.0
-
-
-def significance_override(text: str) -> Tuple[str, float]:
-    """`-significance METRIC=PCT`: a metric name and a minimum meaningful change in % (0 = any change)."""
-    name, equals, pct = text.partition("=")
-    name = name.strip()
-    if not equals or not _METRIC_NAME.match(name):
-        raise argparse.ArgumentTypeError(f"'{text}' is not METRIC=PCT (e.g. instructions=0.01 or BytesAllocated=2)")
-    try:
-        value = non_negative_float(pct)
-    except argparse.ArgumentTypeError as exc:
-        raise argparse.ArgumentTypeError(f"'{text}': the percentage {exc}") from None
-    return name, value
-
-
-class SignificanceOverrides(argparse.Action):
-    """`-significance` repeated: the overrides in order; a metric given twice is refused (the later one
-    would otherwise win silently)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: Optional[str] = None) -> None:
-        override: Tuple[str, float] = values  # type: ignore[assignment]
-        given: List[Tuple[str, float]] = list(getattr(namespace, self.dest, None) or [])
-        if any(override[0] == earlier for earlier, _ in given):
-            parser.error(f"argument {option_string}: {override[0]} is given twice; give each metric once")
-        setattr(namespace, self.dest, given + [override])
-
-
-def significance_options(calibration: bool = True) -> "ArgumentParser":
-    """How a metric diff decides that a change is significant: the per-metric rule and, with
-    `calibration`, the A/A noise check (docs/contracts.md §12.12b)."""
-    parser = ArgumentParser(add_help=False)
-    group = parser.add_argument_group("significance options")
-    group.add_argument("-significance", action=SignificanceOverrides, type=significance_override, default=[],
-                       metavar="METRIC=PCT",
-                       help="minimum meaningful change of METRIC in %% (0 = any change), replacing the default "
-                            "rule for that metric (instructions 0.005, code bytes any change, BytesAllocated 1, "
-                            "PerfScore 0.01, other metrics 0.1); repeatable")
-    if calibration:
-        group.add_argument("--noise_check", action="store_true",
-                           help="A/A calibration: also replay every collection with the base JIT as both sides "
-                                "and call a change significant only when it exceeds -noise_k times the spread "
-                                "that measures (costs one more replay per collection)")
-        group.add_argument("-noise_k", type=positive_float, default=DEFAULT_NOISE_K, metavar="K",
-                           help="with --noise_check: a change must exceed K times the A/A spread (default 3)")
-    return parser
 
 
 # ---------------------------------------------------------------- settings
@@ -375,32 +178,56 @@ def resolve_target(host_os: Optional[str] = None, arch: Optional[str] = None, ta
     return Target(host, host_arch, target, _pick_arch(target_arch, "-target_arch", host_arch))
 
 
-def resolve_settings(args: argparse.Namespace, default_build_type: str = "Checked") -> Settings:
-    """Turn the shared options (`common_options`, `target_options`) into concrete settings (no side effects)."""
-    target = resolve_target(args.host_os, args.arch, args.target_os, args.target_arch)
+@dataclass(frozen=True)
+class SharedOptions:
+    """The shared options (common and target) as given on the command line; None: not given."""
+    host_os: Optional[str] = None
+    arch: Optional[str] = None
+    target_os: Optional[str] = None
+    target_arch: Optional[str] = None
+    mch_arch: Optional[str] = None
+    build_type: Optional[str] = None
+    runtime_repo: Optional[str] = None
+    core_root: Optional[str] = None
+    product_location: Optional[str] = None
+    spmi_location: Optional[str] = None
+    no_progress: bool = False
+
+
+@dataclass(frozen=True)
+class LogOptions:
+    """Where and how much a command logs: `-v`, `-log_level`, `-log_file`."""
+    verbose: bool = False
+    log_level: Optional[str] = "info"
+    log_file: Optional[str] = None
+
+
+def resolve_settings(given: SharedOptions, default_build_type: str = "Checked") -> Settings:
+    """Turn the shared options into concrete settings (no side effects)."""
+    target = resolve_target(given.host_os, given.arch, given.target_os, given.target_arch)
     host_os, arch, target_os, target_arch = target.host_os, target.arch, target.target_os, target.target_arch
-    mch_arch = _pick_arch(args.mch_arch, "-mch_arch", target_arch)
-    build_type = _pick_build_type(args.build_type, default_build_type)
-    repo = resolve_repo_root(args.runtime_repo)
-    core_root = _optional_dir(args.core_root,
+    mch_arch = _pick_arch(given.mch_arch, "-mch_arch", target_arch)
+    build_type = _pick_build_type(given.build_type, default_build_type)
+    repo = resolve_repo_root(given.runtime_repo)
+    core_root = _optional_dir(given.core_root,
                               default_core_root(repo, host_os, arch, build_type) if repo else None, "-core_root")
-    product_dir = _optional_dir(args.product_location,
+    product_dir = _optional_dir(given.product_location,
                                 default_product_dir(repo, host_os, arch, build_type) if repo else None,
                                 "-product_location")
-    spmi_location = resolve_spmi_location(args.spmi_location, repo)
-    no_progress = bool(args.no_progress)
+    spmi_location = resolve_spmi_location(given.spmi_location, repo)
+    no_progress = bool(given.no_progress)
     return Settings(host_os=host_os, arch=arch, target_os=target_os, target_arch=target_arch,
                     mch_arch=mch_arch, build_type=build_type, repo_root=repo, core_root=core_root,
                     product_dir=product_dir, spmi_location=spmi_location, no_progress=no_progress,
                     show_progress=progress.progress_enabled(no_progress))
 
 
-def start_logging(args: argparse.Namespace, settings: Settings) -> Path:
+def start_logging(options: LogOptions, settings: Settings) -> Path:
     """Console (progress and results; the details too with -v) + DEBUG log file (a new
     `superpmi[.N].log` unless -log_file)."""
-    level = logging.DEBUG if args.verbose else logs.parse_log_level(args.log_level or "info")
-    if args.log_file:
-        log_file = Path(args.log_file).resolve()
+    level = logging.DEBUG if options.verbose else logs.parse_log_level(options.log_level or "info")
+    if options.log_file:
+        log_file = Path(options.log_file).resolve()
     else:
         settings.spmi_location.mkdir(parents=True, exist_ok=True)
         log_file = fsutil.unique_file_path(settings.spmi_location / "superpmi.log")

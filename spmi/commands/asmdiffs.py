@@ -25,12 +25,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 from spmi.analyzer import cli as analyzer_cli
 from spmi.base import config, fsutil, logs, platforms, runner
 from spmi.base.errors import SuiteError
+from spmi.commands import shared
 from spmi.formats import details
 from spmi.reports import asm_analysis, asm_markdown, asm_model, asm_overall, html_build, noise_patterns, significance
 from spmi.reports.asm_model import IMPROVEMENT, REGRESSION
 from spmi.sources import baseline, collection_feed
 from spmi.steps import asmdiffs_steps as steps
-from spmi.steps import coredistools, html_step, jit_pair, outputs, preflight, replay_steps
+from spmi.steps import coredistools, html_step, jit_pair, outputs, replay_steps
 from spmi.steps.replay_steps import CollectionOutcome
 from spmi.tools import dasm_gen, jit_build, superpmi_tool
 from spmi.tools.superpmi_tool import JitPairOptions, RunOptions
@@ -57,12 +58,12 @@ are (diff_summary.md, diff_report.html); details go to the log file (-v shows th
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "asmdiffs", parents=[config.common_options(), config.target_options(),
-                             config.significance_options(calibration=False)],
+        "asmdiffs", parents=[shared.common_options(), shared.target_options(),
+                             shared.significance_options(calibration=False)],
         help="compare the code a baseline and a diff JIT generate",
         usage="%(prog)s [options]", formatter_class=argparse.RawDescriptionHelpFormatter,
         description=HELP_DESCRIPTION)
-    jit_pair.add_jit_pair_options(parser)
+    shared.add_jit_pair_options(parser)
     group = parser.add_argument_group("asmdiffs options")
     group.add_argument("-metrics", action="append", metavar="METRIC",
                        help="jit-analyze metrics (repeatable or comma-separated; default CodeSize): "
@@ -89,9 +90,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "changed lines all match them are skipped, and the summary says how many")
     group.add_argument("--include_noise", action="store_true",
                        help="keep example diffs whose changed lines all match known-noise patterns")
-    baseline.add_baseline_options(parser, base_jit_path=False)
-    superpmi_tool.add_run_options(parser)
-    collection_feed.add_collection_options(parser)
+    shared.add_baseline_options(parser, base_jit_path=False)
+    shared.add_run_options(parser)
+    shared.add_overlapped_collection_options(parser)
     parser.set_defaults(func=run_asmdiffs)
 
 
@@ -191,21 +192,22 @@ class CollectionDiff:
 
 def run_asmdiffs(args: argparse.Namespace) -> int:
     significance.check_override_names(args.significance)
-    preflight.check_inputs(args, "asmdiffs", {"-base_jit_path": args.base_jit_path,
-                                              "-diff_jit_path": args.diff_jit_path})
-    settings = config.resolve_settings(args, "Checked")
-    options = RunOptions.from_args(args)
+    shared.check_inputs(args, "asmdiffs", {"-base_jit_path": args.base_jit_path,
+                                           "-diff_jit_path": args.diff_jit_path})
+    settings = shared.settings_from_args(args, "Checked")
+    options = shared.run_options(args)
     flags = AsmdiffsFlags.from_args(args)
-    config.start_logging(args, settings)
+    shared.start_logging(args, settings)
     superpmi = config.find_tool("superpmi", settings)
     coredistools.ensure_beside_superpmi(superpmi, settings, args.storage_url)
-    jits = jit_pair.resolve_jit_pair(args, settings, options.jit_name)
-    pair = jit_pair.user_jit_options(args, superpmi_tool.asmdiffs_replay_options(flags.align_loops))
+    jits = jit_pair.resolve_jit_pair(args.diff_jit_path, shared.baseline_request(args), settings, options.jit_name)
+    pair = shared.jit_pair_options(args, superpmi_tool.asmdiffs_replay_options(flags.align_loops))
     log.info("Base JIT: %s", jits.base)
     log.info("Diff JIT: %s", jits.diff)
     results: List[CollectionDiff] = []
     collections: List[Path] = []
-    with collection_feed.collection_feed(args, settings) as feed, \
+    query = shared.collection_query(args)
+    with collection_feed.collection_feed(query, settings, overlap=not args.no_overlap) as feed, \
             fsutil.temporary_directory(prefix="spmi-asmdiffs-", keep=options.skip_cleanup) as temp_dir:
         job = Job(settings, options, flags, superpmi, settings.core_root or superpmi.parent, jits.base, jits.diff,
                   pair, jits.baseline, jits.base_info, jits.diff_info, temp_dir)

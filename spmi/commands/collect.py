@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, List, Optional, Tuple
 
-from spmi.base import config, fsutil, platforms, runner, usage
+from spmi.base import config, fsutil, platforms, runner
 from spmi.base.errors import SuiteError
+from spmi.commands import parsing, shared, usage
 from spmi.steps import collect_hosts, collect_steps
 from spmi.steps.collect_hosts import CollectionMode, Tiering
 from spmi.steps.collect_steps import Replayer, WorkFiles
-from spmi.tools import superpmi_tool
 from spmi.tools.superpmi_tool import MAX_PARALLELISM, RunOptions
 
 log = logging.getLogger("superpmi")
@@ -33,7 +33,7 @@ log = logging.getLogger("superpmi")
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     parser = subparsers.add_parser(
-        "collect", parents=[config.common_options(), config.target_options()],
+        "collect", parents=[shared.common_options(), shared.target_options()],
         help="record a collection with the shim collector",
         description="Run a command, PMI, crossgen2 or ILC (NativeAOT) with the shim collector in front of the "
                     "Core_Root JIT, "
@@ -43,7 +43,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.add_argument("collection_args", nargs="?", help="its arguments, as one string split on spaces")
     _add_mode_options(parser)
     _add_step_options(parser)
-    superpmi_tool.add_superpmi_common_options(parser.add_argument_group(
+    shared.add_superpmi_common_options(parser.add_argument_group(
         "superpmi options (the --clean and verify replays)"))
     parser.set_defaults(func=run_collect)
 
@@ -63,7 +63,7 @@ def _add_mode_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("-pmi_location", metavar="FILE", help="pmi.dll (default: found on PATH, then in Core_Root)")
     group.add_argument("-pmi_path", nargs="+", default=[], metavar="DIR",
                        help="directories PMI searches for referenced assemblies (PMIPATH)")
-    group.add_argument("--parallelism", type=config.int_between(1, MAX_PARALLELISM), metavar="N",
+    group.add_argument("--parallelism", type=parsing.int_between(1, MAX_PARALLELISM), metavar="N",
                        help="host processes (and superpmi workers, unless --sequential) at once "
                             "(default: one per CPU)")
     group.add_argument("--tiered_compilation", action="store_true", help="collect with TieredCompilation=1")
@@ -323,8 +323,8 @@ def work_folder(plan: CollectPlan) -> Iterator[Path]:
 
 def run_collect(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
-    settings = config.resolve_settings(args, "Checked")
-    config.start_logging(args, settings)
+    settings = shared.settings_from_args(args, "Checked")
+    shared.start_logging(args, settings)
     tools = find_tools(plan, settings)
     final = resolve_output(plan, settings)
     with runner.stop_on_termination(), work_folder(plan) as temp_dir:

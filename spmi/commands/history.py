@@ -13,11 +13,12 @@ import argparse
 from pathlib import Path
 from typing import List, Sequence, Tuple
 
-from spmi.base import config, fsutil, schema
+from spmi.base import fsutil, schema
 from spmi.base.errors import SuiteError
+from spmi.commands import parsing, shared
 from spmi.history import judge, records, report, store, trend_page
 from spmi.history.records import HistoryRecord, RunFacts
-from spmi.storage import blobs, uploads
+from spmi.storage import blobs
 
 #: a JSON summary larger than this is refused (the asmdiffs ones carry every diff row)
 MAX_SUMMARY_BYTES = 512 * 1024 * 1024
@@ -28,7 +29,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "history", help="record main-branch runs in storage; judge a change against them; draw trends",
         description="Main-branch history: upload JSON summaries as records, list and show them, and compare a "
                     "PR's summaries with the spread of the last main runs.")
-    verbs = parser.add_subparsers(dest="history_verb", title="verbs", parser_class=config.ArgumentParser)
+    verbs = parser.add_subparsers(dest="history_verb", title="verbs", parser_class=parsing.ArgumentParser)
     verbs.required = True
     _register_upload(verbs)
     _register_list(verbs)
@@ -53,7 +54,7 @@ def _register_upload(verbs) -> None:  # type: ignore[no-untyped-def]
     parser.add_argument("-run_time", type=run_time, metavar="YYYYMMDDTHHMMSSZ",
                         help="when the run's diff build was made, UTC (default: now)")
     _storage_option(parser)
-    uploads.add_credential_options(parser)
+    shared.add_credential_options(parser)
     parser.set_defaults(func=upload_command)
 
 
@@ -61,13 +62,13 @@ def _selection_options(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument("-summary_type", choices=records.SUMMARY_TYPES, help=f"kind of run (default: {default})")
     parser.add_argument("-target_os", help=f"target OS (default: {default})")
     parser.add_argument("-target_arch", help=f"target architecture (default: {default})")
-    parser.add_argument("-last", type=config.int_between(1, 1000), default=judge.DEFAULT_LAST,
+    parser.add_argument("-last", type=parsing.int_between(1, 1000), default=judge.DEFAULT_LAST,
                         help=f"how many of the newest records (default {judge.DEFAULT_LAST})")
     _storage_option(parser)
 
 
 def _record_timeout_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-record_timeout", type=config.positive_float, default=store.DEFAULT_RECORD_TIMEOUT,
+    parser.add_argument("-record_timeout", type=parsing.positive_float, default=store.DEFAULT_RECORD_TIMEOUT,
                         metavar="SECONDS",
                         help=f"skip a record that has not arrived within this time (default "
                              f"{store.DEFAULT_RECORD_TIMEOUT:g}); the whole read has {store.DEADLINE_FACTOR} times it")
@@ -101,9 +102,9 @@ def _register_compare(verbs) -> None:  # type: ignore[no-untyped-def]
                                           "k*IQR of their sizes; docs/history.md)?")
     parser.add_argument("-summaries", nargs="+", required=True, metavar="JSON", help="the PR's JSON summaries")
     _record_facts_options(parser)
-    parser.add_argument("-last", type=config.int_between(1, 1000), default=judge.DEFAULT_LAST,
+    parser.add_argument("-last", type=parsing.int_between(1, 1000), default=judge.DEFAULT_LAST,
                         help=f"how many of the newest main records (default {judge.DEFAULT_LAST})")
-    parser.add_argument("-history_k", type=config.positive_float, default=judge.DEFAULT_K,
+    parser.add_argument("-history_k", type=parsing.positive_float, default=judge.DEFAULT_K,
                         help=f"fence width in interquartile ranges, widened for short histories "
                              f"(default {judge.DEFAULT_K:g}; x5/3 from 20 runs on)")
     parser.add_argument("-output_md_path", metavar="FILE", help="also write the verdicts as markdown")
@@ -167,7 +168,7 @@ def _print_problems(problems: Sequence[str]) -> None:
 
 def upload_command(args: argparse.Namespace) -> int:
     made = summary_records(args.summaries, facts_from_args(args))
-    credentials = uploads.StorageCredentials.from_args(args)
+    credentials = shared.storage_credentials(args)
     with fsutil.temporary_directory(prefix="spmi-history-") as scratch:
         for record in made:
             url = store.upload_record(record, credentials, _account_url(args), scratch)

@@ -13,6 +13,7 @@ from typing import Iterable, List, Optional, Sequence
 
 from spmi.base import config, fsutil, untrusted
 from spmi.base.errors import SuiteError
+from spmi.commands import shared
 from spmi.sources import mch_sources
 from spmi.steps import mch_merge
 from spmi.storage import blobs, uploads
@@ -32,10 +33,10 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 def _register_download(subparsers) -> None:  # type: ignore[no-untyped-def]
     parser = subparsers.add_parser(
-        "download", parents=[config.common_options(), config.target_options()],
+        "download", parents=[shared.common_options(), shared.target_options()],
         help="download collections into the cache",
         description="Download the collections for a JIT-EE version and target into spmi_location/mch/.")
-    mch_sources.add_collection_options(parser)
+    shared.add_collection_options(parser)
     parser.add_argument("--skip_cleanup", action="store_true",
                         help="keep the downloaded archives (.zip) in a temporary folder and say where")
     parser.set_defaults(func=download_command)
@@ -43,15 +44,15 @@ def _register_download(subparsers) -> None:  # type: ignore[no-untyped-def]
 
 def _register_upload(subparsers) -> None:  # type: ignore[no-untyped-def]
     parser = subparsers.add_parser(
-        "upload", parents=[config.common_options(), config.target_options()],
+        "upload", parents=[shared.common_options(), shared.target_options()],
         help="upload collections to Azure Storage",
         description="Zip every non-empty .mch (and its .mct) and upload it to "
                     "superpmi/collections/<guid>/<target_os>/<mch_arch>/.")
     parser.add_argument("-mch_files", nargs="+", required=True, metavar="FILE_OR_DIR",
                         help=".mch files or directories holding them (searched recursively)")
     parser.add_argument("-jit_ee_version", metavar="GUID", help="JIT-EE version GUID (default: from the source tree or mcs)")
-    blobs.add_storage_url_option(parser)
-    uploads.add_credential_options(parser)
+    shared.add_storage_url_option(parser)
+    shared.add_credential_options(parser)
     parser.add_argument("--skip_cleanup", action="store_true",
                         help="keep the temporary folder with the compressed files and say where")
     parser.set_defaults(func=upload_command)
@@ -59,7 +60,7 @@ def _register_upload(subparsers) -> None:  # type: ignore[no-untyped-def]
 
 def _register_upload_private(subparsers) -> None:  # type: ignore[no-untyped-def]
     parser = subparsers.add_parser(
-        "upload-private", parents=[config.common_options(), config.target_options()],
+        "upload-private", parents=[shared.common_options(), shared.target_options()],
         help="copy collections to a private store",
         description="Copy every non-empty .mch (and its .mct) to <private_store>/<guid>/<target_os>/<mch_arch>/.")
     parser.add_argument("-mch_files", nargs="+", required=True, metavar="FILE_OR_DIR",
@@ -75,20 +76,20 @@ def _register_upload_private(subparsers) -> None:  # type: ignore[no-untyped-def
 
 def _register_list_collections(subparsers) -> None:  # type: ignore[no-untyped-def]
     parser = subparsers.add_parser(
-        "list-collections", parents=[config.common_options(), config.target_options()],
+        "list-collections", parents=[shared.common_options(), shared.target_options()],
         help="list the collections in Azure Storage or in the local cache",
         description="List collection blobs for the JIT-EE version and target (--all: every one), "
                     "or the cached .mch files (--local).")
     parser.add_argument("-jit_ee_version", metavar="GUID", help="JIT-EE version GUID (default: from the source tree or mcs)")
     parser.add_argument("--all", action="store_true", help="all JIT-EE versions, OSes and architectures")
     parser.add_argument("--local", action="store_true", help="list the local download cache instead")
-    blobs.add_storage_url_option(parser)
+    shared.add_storage_url_option(parser)
     parser.set_defaults(func=list_collections_command)
 
 
 def _register_merge_mch(subparsers) -> None:  # type: ignore[no-untyped-def]
     parser = subparsers.add_parser(
-        "merge-mch", parents=[config.common_options()],
+        "merge-mch", parents=[shared.common_options()],
         help="merge collections into one deduplicated .mch with a table of contents",
         description="mcs -merge <output> <pattern> -recursive -dedup -thin, then mcs -toc <output>.")
     parser.add_argument("-output_mch_path", required=True, metavar="FILE", help="the merged .mch to write")
@@ -102,8 +103,8 @@ def _register_merge_mch(subparsers) -> None:  # type: ignore[no-untyped-def]
 # ---------------------------------------------------------------- shared
 
 def _start(args: argparse.Namespace, default_build_type: str = "Checked") -> config.Settings:
-    settings = config.resolve_settings(args, default_build_type)
-    config.start_logging(args, settings)
+    settings = shared.settings_from_args(args, default_build_type)
+    shared.start_logging(args, settings)
     return settings
 
 
@@ -154,7 +155,8 @@ def collection_blob_name(guid: str, target_os: str, mch_arch: str, file_name: st
 def download_command(args: argparse.Namespace) -> int:
     settings = _start(args)
     with fsutil.temporary_directory(prefix="spmi-download-", keep=args.skip_cleanup) as scratch:
-        paths = mch_sources.resolve_collections(args, settings, keep_archives_in=scratch if args.skip_cleanup else None)
+        paths = mch_sources.resolve_collections(shared.collection_query(args), settings,
+                                                keep_archives_in=scratch if args.skip_cleanup else None)
         if args.skip_cleanup:
             kept = sorted(p.name for p in scratch.iterdir())
             log.info("--skip_cleanup: %s", f"kept {len(kept)} downloaded archive(s) in {scratch}" if kept
@@ -168,7 +170,7 @@ def download_command(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- upload
 
 def upload_command(args: argparse.Namespace) -> int:
-    credentials = uploads.StorageCredentials.from_args(args)  # registers the secrets before anything is logged
+    credentials = shared.storage_credentials(args)  # registers the secrets before anything is logged
     settings = _start(args)
     guid = _known_jit_ee_version(settings, args.jit_ee_version)
     files = collections_to_publish(args.mch_files)

@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence, Union
 from spmi.base import cioutput, config, errors, fsutil, logs, runner
 from spmi.base.errors import SuiteError
 from spmi.base.untrusted import console_line
+from spmi.commands import parsing, shared
 from spmi.formats import details
 from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
 from spmi.reports import significance as signal
 from spmi.reports.metric_model import BYTES_ALLOCATED, INSTRUCTIONS, MEMDIFF, METRICDIFF, TPDIFF, MetricDiffRun
-from spmi.sources import baseline, collection_feed
-from spmi.steps import coredistools, jit_pair, preflight, replay_steps
+from spmi.sources import collection_feed
+from spmi.steps import coredistools, jit_pair, replay_steps
 from spmi.tools import jit_build, superpmi_tool
 from spmi.tools import mcs as mcs_tool
 from spmi.tools.superpmi_tool import JitPairOptions, RunFiles, RunOptions, SuperpmiInvocation
@@ -47,18 +48,18 @@ EXIT_OK, EXIT_FAILURE, EXIT_GATE = 0, 1, 2
 
 def threshold_value(text: str) -> float:
     """`-memdiff_threshold`: a non-negative finite percentage (0 disables)."""
-    return config.non_negative_float(text)
+    return parsing.non_negative_float(text)
 
 
 def _add_command(subparsers: argparse._SubParsersAction, name: str, help_text: str,
                  description: str) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(name, parents=[config.common_options(), config.target_options(),
-                                                  config.significance_options()],
+    parser = subparsers.add_parser(name, parents=[shared.common_options(), shared.target_options(),
+                                                  shared.significance_options()],
                                    help=help_text, description=description)
-    jit_pair.add_jit_pair_options(parser)
-    baseline.add_baseline_options(parser, base_jit_path=False)
-    superpmi_tool.add_run_options(parser)
-    collection_feed.add_collection_options(parser)
+    shared.add_jit_pair_options(parser)
+    shared.add_baseline_options(parser, base_jit_path=False)
+    shared.add_run_options(parser)
+    shared.add_overlapped_collection_options(parser)
     parser.add_argument("--summary_as_json", action="store_true",
                         help=f"write {name}_summary.json (for `summarize`) instead of markdown")
     return parser
@@ -229,13 +230,13 @@ def run_metricdiff(args: argparse.Namespace) -> int:
 def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
     kind = chosen.kind
     signal.check_override_names(args.significance)
-    preflight.check_inputs(args, kind, {"-base_jit_path": args.base_jit_path, "-diff_jit_path": args.diff_jit_path})
-    settings = config.resolve_settings(args, "Release")
+    shared.check_inputs(args, kind, {"-base_jit_path": args.base_jit_path, "-diff_jit_path": args.diff_jit_path})
+    settings = shared.settings_from_args(args, "Release")
     if kind == TPDIFF:
         from spmi.tools import pintools
         pintools.check_throughput_host(settings.arch)
-    options = RunOptions.from_args(args)
-    config.start_logging(args, settings)
+    options = shared.run_options(args)
+    shared.start_logging(args, settings)
     job = prepare_job(args, settings, options, chosen)
     run = MetricDiffRun(kind=kind, focus=job.focus, target_os=settings.target_os, target_arch=settings.target_arch,
                         base_jit_options=summary_options(job.jit_options.shared, job.jit_options.base_only),
@@ -248,7 +249,8 @@ def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
     apply_significance_options(args, run)
     run.repro = repro_template(job.invocation, job.base_jit, job.diff_jit, job.jit_options, job.report_metrics,
                                job.pin, settings.host_os)
-    with collection_feed.collection_feed(args, settings) as collections, \
+    query = shared.collection_query(args)
+    with collection_feed.collection_feed(query, settings, overlap=not args.no_overlap) as collections, \
             fsutil.temporary_directory(prefix=f"spmi-{kind}-", keep=options.skip_cleanup) as temp_dir:
         for index, mch in enumerate(collections):
             work_dir = temp_dir / str(index)
@@ -266,9 +268,9 @@ def prepare_job(args: argparse.Namespace, settings: config.Settings, options: Ru
     superpmi = config.find_tool("superpmi", settings)
     coredistools.ensure_beside_superpmi(superpmi, settings, args.storage_url)
     core_root = settings.core_root or superpmi.parent
-    jits = jit_pair.resolve_jit_pair(args, settings, options.jit_name)
+    jits = jit_pair.resolve_jit_pair(args.diff_jit_path, shared.baseline_request(args), settings, options.jit_name)
     base_jit, diff_jit = jits.base, jits.diff
-    jit_options = jit_pair.user_jit_options(args)
+    jit_options = shared.jit_pair_options(args)
     pin = None
     if kind == TPDIFF:
         from spmi.tools import pintools

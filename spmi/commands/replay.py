@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import List
 
 from spmi.base import config, fsutil
+from spmi.commands import shared
 from spmi.sources import collection_feed
-from spmi.steps import jit_pair, preflight
 from spmi.steps.replay_steps import (
     CollectionOutcome,
     attach_repros,
@@ -35,14 +35,14 @@ log = logging.getLogger("superpmi")
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "replay", parents=[config.common_options(), config.target_options()],
+        "replay", parents=[shared.common_options(), shared.target_options()],
         help="replay collections through one JIT and report failures and asserts",
         description="Replay SuperPMI collections through a JIT; report compile failures, asserts and repros.")
     parser.add_argument("-jit_path", metavar="FILE",
                         help="JIT to replay (default: the native or cross JIT for the target in Core_Root)")
-    jit_pair.add_jitoption_option(parser, "JIT option without DOTNET_ (repeatable)")
-    superpmi_tool.add_run_options(parser)
-    collection_feed.add_collection_options(parser)
+    shared.add_jitoption_option(parser, "JIT option without DOTNET_ (repeatable)")
+    shared.add_run_options(parser)
+    shared.add_overlapped_collection_options(parser)
     parser.set_defaults(func=run_replay)
 
 
@@ -67,10 +67,10 @@ def resolve_jit(args: argparse.Namespace, settings: config.Settings, options: Ru
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    preflight.check_inputs(args, "replay", {"-jit_path": args.jit_path})
-    settings = config.resolve_settings(args, "Checked")
-    options = RunOptions.from_args(args)
-    config.start_logging(args, settings)
+    shared.check_inputs(args, "replay", {"-jit_path": args.jit_path})
+    settings = shared.settings_from_args(args, "Checked")
+    options = shared.run_options(args)
+    shared.start_logging(args, settings)
     superpmi = config.find_tool("superpmi", settings)
     jit = resolve_jit(args, settings, options)
     jit_build.check_jit_target(jit, "JIT", settings.target_os, settings.target_arch)
@@ -78,7 +78,8 @@ def run_replay(args: argparse.Namespace) -> int:
     core_root = _core_root(settings, superpmi)
     log.info("SuperPMI replay with %s", jit)
     outcomes: List[CollectionOutcome] = []
-    with collection_feed.collection_feed(args, settings) as collections, \
+    query = shared.collection_query(args)
+    with collection_feed.collection_feed(query, settings, overlap=not args.no_overlap) as collections, \
             fsutil.temporary_directory(prefix="spmi-replay-", keep=options.skip_cleanup) as temp_dir:
         for index, mch in enumerate(collections):
             ctx = ReplayContext(settings, options, superpmi, jit, jit_options, temp_dir / str(index))

@@ -14,6 +14,7 @@ from typing import List, Optional, Sequence
 from spmi.base import config, fsutil, platforms, redaction, runner, untrusted
 from spmi.base.config import Settings
 from spmi.base.errors import SuiteError
+from spmi.commands import shared
 from spmi.sources import baseline, git_utils
 from spmi.storage import blobs, downloads, uploads
 
@@ -182,7 +183,7 @@ def upload_command(args: argparse.Namespace, settings: Settings) -> int:
     if not (product_dir / native).is_file():
         raise SuiteError(f"the native JIT {native} is not in {product_dir}; build the JIT or pass -product_location")
     names = jit_files_to_upload([p.name for p in product_dir.iterdir() if p.is_file()], settings.host_os)
-    credentials = uploads.StorageCredentials.from_args(args)
+    credentials = shared.storage_credentials(args)
     writer = uploads.StorageWriter(credentials, blobs.resolve_account_url(args.storage_url, authenticated=True))
     for name in names:
         blob = baseline.build_blob_name(git_hash, settings.host_os, settings.arch, settings.build_type, name)
@@ -224,7 +225,7 @@ def run(args: argparse.Namespace, argv: Optional[Sequence[str]]) -> int:
     if args.func is upload_command:  # the one command with storage credentials
         for secret in (args.connection_string, args.sas_token, args.account_key):
             redaction.register_secret(secret)
-    settings = config.resolve_settings(args)
-    config.start_logging(args, settings)
+    settings = shared.settings_from_args(args)
+    shared.start_logging(args, settings)
     log.debug("Command line: %s", runner.format_command([PROG, *(sys.argv[1:] if argv is None else argv)]))
     return int(args.func(args, settings))

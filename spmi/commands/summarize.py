@@ -18,8 +18,9 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from spmi.base import config, fsutil, platforms, schema, untrusted
+from spmi.base import fsutil, platforms, schema, untrusted
 from spmi.base.errors import SuiteError
+from spmi.commands import shared
 from spmi.formats import details
 from spmi.reports import asm_markdown, html_build, html_report
 from spmi.reports import metric_markdown as report
@@ -38,7 +39,7 @@ FILE_PREFIX = {"asmdiffs": "diff", "tpdiff": "tpdiff", "memdiff": "memdiff", "me
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "summarize", parents=[config.common_options()],
+        "summarize", parents=[shared.common_options()],
         help="merge JSON summaries (--summary_as_json) into long and short markdown",
         description="Merge asmdiffs/tpdiff/memdiff/metricdiff JSON summaries (collections sorted by name) and write "
                     "the long and short markdown summaries a single run would write.")
@@ -163,7 +164,7 @@ def output_paths(args: argparse.Namespace, kind: str) -> Tuple[Path, Path]:
         long_path = Path(args.output_long_summary_path).resolve()
         short = args.output_short_summary_path
         return long_path, Path(short).resolve() if short else short_path_for(long_path)
-    settings = config.resolve_settings(args)
+    settings = shared.settings_from_args(args)
     long_path, short_path = outputs.summary_paths(settings.spmi_location, FILE_PREFIX[kind], as_json=False)
     assert short_path is not None
     if args.output_short_summary_path:

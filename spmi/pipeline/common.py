@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from spmi.base import config, platforms, schema
+from spmi.commands import parsing
 
 HOST_ARCHES = ("x64", "x86")
 
@@ -200,7 +201,7 @@ def add_signal_options(parser: "argparse.ArgumentParser") -> None:
     parser.add_argument("--noise_check", action="store_true",
                         help="tpdiff/memdiff/metricdiff also replay the base JIT as both sides (A/A) and flag only "
                              "changes beyond 3 times the spread it measures (costs one more replay per collection)")
-    parser.add_argument("-significance", action=config.SignificanceOverrides, type=config.significance_override,
+    parser.add_argument("-significance", action=parsing.SignificanceOverrides, type=parsing.significance_override,
                         default=[],
                         metavar="METRIC=PCT", help="minimum meaningful change of METRIC in %% for every diff "
                                                    "(repeatable; see superpmi.py tpdiff -h)")

@@ -8,14 +8,13 @@ a failed upload fails the step.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from spmi.base import fsutil
-from spmi.base.config import int_between, positive_float
 from spmi.base.errors import SuiteError
 from spmi.base.untrusted import neutralize_commands, one_line
 from spmi.history import folder_store, judge, records, report, store, trend_page
@@ -26,29 +25,21 @@ from spmi.storage import uploads
 log = logging.getLogger("superpmi")
 
 
-def add_history_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("history (main-branch runs in storage, docs/history.md)")
-    group.add_argument("--history_upload", action="store_true",
-                       help="record each platform's summary as a main-branch run (writing needs a credential in "
-                            f"${uploads.CONNECTION_STRING_ENV}, ${uploads.SAS_TOKEN_ENV} or ${uploads.ACCOUNT_KEY_ENV})")
-    group.add_argument("--history", action="store_true",
-                       help="judge each platform's changes against the last main runs recorded in storage")
-    group.add_argument("-history_last", type=int_between(1, 1000), default=judge.DEFAULT_LAST, metavar="N",
-                       help=f"how many main runs to compare with (default {judge.DEFAULT_LAST})")
-    group.add_argument("-history_record_timeout", type=positive_float, default=store.DEFAULT_RECORD_TIMEOUT,
-                       metavar="SECONDS",
-                       help=f"skip a history record that has not arrived within this time (default "
-                            f"{store.DEFAULT_RECORD_TIMEOUT:g}); each platform's read has {store.DEADLINE_FACTOR} times it")
-    group.add_argument("-diff_git_hash", metavar="HASH", help="commit the diff JITs were built from (recorded)")
-    group.add_argument("-base_git_hash", metavar="HASH", help="commit the base JITs were built from (recorded)")
-    group.add_argument("-jit_ee_version", metavar="GUID", help="JIT-EE version of the collections (recorded)")
-    group.add_argument("-storage_url", help="storage account of the history, or a folder (path or file:// URL) "
-                                            "with the same layout (default: $SUPERPMI_STORAGE_URL, else the "
-                                            "public account)")
+@dataclass(frozen=True)
+class HistoryRequest:
+    """What the summarize step does with history, as its history options say."""
+    upload: bool = False                 # --history_upload
+    compare: bool = False                # --history
+    last: int = judge.DEFAULT_LAST       # -history_last
+    record_timeout: float = store.DEFAULT_RECORD_TIMEOUT  # -history_record_timeout
+    diff_hash: str = ""                  # -diff_git_hash
+    base_hash: str = ""                  # -base_git_hash
+    jit_ee_version: str = ""             # -jit_ee_version
+    storage_url: Optional[str] = None    # -storage_url: an account URL or a folder
 
-
-def wanted(args: argparse.Namespace) -> bool:
-    return bool(args.history_upload or args.history)
+    @property
+    def wanted(self) -> bool:
+        return self.upload or self.compare
 
 
 def platform_record(summary: object, target_os: str, target_arch: str, facts: RunFacts) -> Optional[HistoryRecord]:
@@ -63,9 +54,9 @@ def platform_record(summary: object, target_os: str, target_arch: str, facts: Ru
     return None
 
 
-def facts_from(args: argparse.Namespace) -> RunFacts:
-    return RunFacts(diff_hash=(args.diff_git_hash or "").lower(), base_hash=(args.base_git_hash or "").lower(),
-                    jit_ee_version=args.jit_ee_version or "", time=records.utc_stamp())
+def facts_from(request: HistoryRequest) -> RunFacts:
+    return RunFacts(diff_hash=request.diff_hash.lower(), base_hash=request.base_hash.lower(),
+                    jit_ee_version=request.jit_ee_version, time=records.utc_stamp())
 
 
 def trend_page_name(summary_type: str, target_os: str, target_arch: str) -> str:
@@ -73,11 +64,11 @@ def trend_page_name(summary_type: str, target_os: str, target_arch: str) -> str:
     return f"superpmi_history_{summary_type}_{target_os}_{target_arch}.html"
 
 
-def run_history(platform_summaries: Sequence[Tuple[str, str, object]], args: argparse.Namespace,
+def run_history(platform_summaries: Sequence[Tuple[str, str, object]], request: HistoryRequest,
                 pages: Optional[Path] = None) -> str:
     """Upload and/or judge; the History section for the overall page ('' without --history).
     With `pages`, each judged platform's trend page (its main runs, the PR marked) is written there."""
-    facts = facts_from(args)
+    facts = facts_from(request)
     made: List[HistoryRecord] = []
     for target_os, target_arch, summary in platform_summaries:
         try:
@@ -88,10 +79,10 @@ def run_history(platform_summaries: Sequence[Tuple[str, str, object]], args: arg
             continue
         if record is not None:
             made.append(record)
-    account_url = store.resolve_location(args.storage_url)
-    limits = store.ReadLimits(record_timeout=args.history_record_timeout)
-    section = judge_section(made, account_url, args.history_last, pages, limits) if args.history else ""
-    if args.history_upload:
+    account_url = store.resolve_location(request.storage_url)
+    limits = store.ReadLimits(record_timeout=request.record_timeout)
+    section = judge_section(made, account_url, request.last, pages, limits) if request.compare else ""
+    if request.upload:
         upload_records(made, account_url)
     return section
 

@@ -17,13 +17,16 @@ from urllib.parse import quote
 from spmi.base import cioutput, fsutil, platforms, schema
 from spmi.base.errors import SuiteError
 from spmi.base.untrusted import code_block, console_line, escape_html_inline, escape_md_inline, sanitize_markdown
+from spmi.commands import parsing
 from spmi.formats import details
+from spmi.history import judge, store
 from spmi.pipeline import common as pipeline
 from spmi.pipeline import history_step
 from spmi.pipeline.common import DiffType, Part
 from spmi.reports import asm_overall, metric_model, summaries
 from spmi.reports import metric_markdown as metric_report
 from spmi.reports import pipeline_markdown as md
+from spmi.storage import uploads
 
 log = logging.getLogger("superpmi")
 FILE_LIMIT_BYTES = cioutput.GITHUB_STEP_SUMMARY_LIMIT
@@ -691,6 +694,36 @@ def step_summary_room(environ: Mapping[str, str]) -> Optional[int]:
     return FILE_LIMIT_BYTES - used - 1
 
 
+def add_history_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("history (main-branch runs in storage, docs/history.md)")
+    group.add_argument("--history_upload", action="store_true",
+                       help="record each platform's summary as a main-branch run (writing needs a credential in "
+                            f"${uploads.CONNECTION_STRING_ENV}, ${uploads.SAS_TOKEN_ENV} or ${uploads.ACCOUNT_KEY_ENV})")
+    group.add_argument("--history", action="store_true",
+                       help="judge each platform's changes against the last main runs recorded in storage")
+    group.add_argument("-history_last", type=parsing.int_between(1, 1000), default=judge.DEFAULT_LAST, metavar="N",
+                       help=f"how many main runs to compare with (default {judge.DEFAULT_LAST})")
+    group.add_argument("-history_record_timeout", type=parsing.positive_float, default=store.DEFAULT_RECORD_TIMEOUT,
+                       metavar="SECONDS",
+                       help=f"skip a history record that has not arrived within this time (default "
+                            f"{store.DEFAULT_RECORD_TIMEOUT:g}); each platform's read has {store.DEADLINE_FACTOR} times it")
+    group.add_argument("-diff_git_hash", metavar="HASH", help="commit the diff JITs were built from (recorded)")
+    group.add_argument("-base_git_hash", metavar="HASH", help="commit the base JITs were built from (recorded)")
+    group.add_argument("-jit_ee_version", metavar="GUID", help="JIT-EE version of the collections (recorded)")
+    group.add_argument("-storage_url", help="storage account of the history, or a folder (path or file:// URL) "
+                                            "with the same layout (default: $SUPERPMI_STORAGE_URL, else the "
+                                            "public account)")
+
+
+def history_request(args: argparse.Namespace) -> history_step.HistoryRequest:
+    """The history options (`add_history_options`)."""
+    return history_step.HistoryRequest(upload=bool(args.history_upload), compare=bool(args.history),
+                                       last=args.history_last, record_timeout=args.history_record_timeout,
+                                       diff_hash=args.diff_git_hash or "",
+                                       base_hash=args.base_git_hash or "", jit_ee_version=args.jit_ee_version or "",
+                                       storage_url=args.storage_url)
+
+
 def run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     directory = Path(args.diff_summary_dir)
     if not directory.is_dir():
@@ -721,9 +754,10 @@ def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: st
         return md.html_reports_section(report_links(states, arch, github), artifacts_url(environ, github))
 
     history = ""
-    if history_step.wanted(args):
+    request = history_request(args)
+    if request.wanted:
         history = history_step.run_history(
-            [(s.target_os, s.target_arch, s.summary) for s in states if s.summary is not None], args, directory)
+            [(s.target_os, s.target_arch, s.summary) for s in states if s.summary is not None], request, directory)
     text = render_document(states, diff_type, platform, arch, args.short, html_diffs=True, artifact=artifact,
                            reports=reports(on_github), history=history)
     output = directory / pipeline.overall_summary_name(diff_type.name, platform, arch, short=args.short)

@@ -12,7 +12,6 @@ and `jitrollingbuild.py download`.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import re
 from dataclasses import dataclass, field
@@ -37,26 +36,15 @@ NOT_FIRST_CANDIDATE_WARNING = ("Warning: the baseline found is not built with th
 _HASH_RE = re.compile(r"^[0-9a-fA-F]{7,64}$")
 
 
-# ---------------------------------------------------------------- options
+# ---------------------------------------------------------------- the request
 
-def add_baseline_options(parser: argparse.ArgumentParser, add_storage_url: bool = True,
-                         base_jit_path: bool = True) -> None:
-    """Add `-base_jit_path` (unless `base_jit_path` is False: another group has it), `-git_hash`,
-    `-base_git_hash` and (unless the parser already has it, or `add_storage_url` is False) `-storage_url`."""
-    group = parser.add_argument_group("baseline JIT options")
-    if base_jit_path:
-        add_base_jit_path_option(group)
-    group.add_argument("-git_hash", metavar="REV",
-                       help="commit whose baseline to find (default: git rev-parse HEAD)")
-    group.add_argument("-base_git_hash", metavar="HASH",
-                       help="use the rolling build of exactly this commit as the baseline")
-    if add_storage_url:
-        blobs.add_storage_url_option(parser)
-
-
-def add_base_jit_path_option(parser: "argparse._ActionsContainer") -> None:
-    parser.add_argument("-base_jit_path", metavar="FILE",
-                        help="baseline JIT (default: a rolling build of the merge-base with main)")
+@dataclass(frozen=True)
+class BaselineRequest:
+    """Which baseline to use, as the baseline options give it (None: not given)."""
+    base_jit_path: Optional[str] = None
+    git_hash: Optional[str] = None
+    base_git_hash: Optional[str] = None
+    storage_url: Optional[str] = None  # resolved only when a rolling build must be downloaded
 
 
 # ---------------------------------------------------------------- names (pure)
@@ -191,16 +179,16 @@ class BaselineChoice:
         return text + ")"
 
 
-def find_baseline_jit(settings: Settings, args: argparse.Namespace, jit_name: str) -> BaselineChoice:
+def find_baseline_jit(settings: Settings, request: BaselineRequest, jit_name: str) -> BaselineChoice:
     """§12.8: the baseline JIT for this checkout, from the cache or the rolling builds."""
-    explicit = args.base_jit_path
+    explicit = request.base_jit_path
     if explicit:
         path = Path(explicit)
         if not path.is_file():
             raise SuiteError(f"-base_jit_path '{explicit}' is not a file; pass the path of a built JIT")
         return BaselineChoice(path=path.resolve())
     check_file_name(jit_name, "-jit_name")
-    start = baseline_candidates(settings.repo_root, args.git_hash, args.base_git_hash)
+    start = baseline_candidates(settings.repo_root, request.git_hash, request.base_git_hash)
     account_url: Optional[str] = None
     for index, candidate in enumerate(start.candidates):
         cache_dir = basejit_dir(settings.spmi_location, candidate, settings.host_os, settings.arch,
@@ -210,7 +198,7 @@ def find_baseline_jit(settings: Settings, args: argparse.Namespace, jit_name: st
             log.info("Using cached baseline JIT %s", target)
             return _chosen(target, candidate, start, index, from_cache=True)
         if account_url is None:
-            account_url = blobs.resolve_account_url(args.storage_url)
+            account_url = blobs.resolve_account_url(request.storage_url)
         blob = build_blob_name(candidate, settings.host_os, settings.arch, settings.build_type, jit_name)
         log.info("Trying baseline %s (%s candidate)", candidate, ordinal(index + 1))
         with fsutil.directory_lock(cache_dir.parent):

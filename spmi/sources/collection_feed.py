@@ -1,6 +1,6 @@
 """Collections handed to a command as each becomes ready (docs/contracts.md §12.5, step 6).
 
-`collection_feed(args, settings)` gives the same collections, in the same order, as
+`collection_feed(query, settings)` gives the same collections, in the same order, as
 `mch_sources.resolve_collections`; when collections must be downloaded from storage it
 does not wait for all of them: the first is handed out as soon as it is downloaded,
 verified and extracted, while the next ones download in the background, one collection
@@ -15,7 +15,6 @@ command stops every download (bodies cut, partial files removed) before the feed
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
 import os
@@ -26,43 +25,40 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from spmi.base import fsutil
 from spmi.sources import mch_sources
 from spmi.sources.mch_sources import CollectionDownload, StoragePlan
 from spmi.storage import archives, blobs, downloads
 
+if TYPE_CHECKING:
+    from spmi.base.config import Settings
+
 log = logging.getLogger("superpmi")
 
 _POLL_SECONDS = 0.2  # waits wake this often, so Ctrl-C is seen on every OS
 
 
-def add_collection_options(parser: argparse.ArgumentParser) -> None:
-    """`mch_sources.add_collection_options` plus `--no_overlap`."""
-    group = mch_sources.add_collection_options(parser)
-    group.add_argument("--no_overlap", action="store_true",
-                        help="download every collection before replaying the first "
-                             "(default: replay each one as soon as it is downloaded)")
-
-
 @contextmanager
-def collection_feed(args: argparse.Namespace, settings) -> Iterator[Iterable[Path]]:  # type: ignore[no-untyped-def]
-    """The collections a command uses, as an iterable to walk once (see the module docstring)."""
-    if args.mch_files or args.no_overlap:
-        yield mch_sources.resolve_collections(args, settings)
+def collection_feed(query: mch_sources.CollectionQuery, settings: "Settings",
+                    overlap: bool = True) -> Iterator[Iterable[Path]]:
+    """The collections a command uses, as an iterable to walk once (see the module docstring);
+    without `overlap` (`--no_overlap`) every download finishes first."""
+    if query.mch_files or not overlap:
+        yield mch_sources.resolve_collections(query, settings)
         return
     from spmi.base import config
-    guid = config.resolve_jit_ee_version(settings, args.jit_ee_version)
-    store_dirs = mch_sources.existing_private_store_dirs(mch_sources.private_stores(args.private_store), guid,
+    guid = config.resolve_jit_ee_version(settings, query.jit_ee_version)
+    store_dirs = mch_sources.existing_private_store_dirs(mch_sources.private_stores(query.private_stores), guid,
                                                          settings.target_os, settings.mch_arch)
     store_files = [p for d in store_dirs for p in mch_sources.find_collection_files(d)]
     cache_dir = mch_sources.storage_cache_dir(settings, guid)
     where = ", ".join([str(cache_dir)] + [str(d) for d in store_dirs])
-    filters = args.filter
+    filters = query.filters
     with fsutil.directory_lock(cache_dir):
         plan = mch_sources.plan_storage_download(
-            cache_dir, settings, guid, filters, bool(args.force_download), blobs.resolve_account_url(args.storage_url),
+            cache_dir, settings, guid, filters, query.force_download, blobs.resolve_account_url(query.storage_url),
             allow_empty=bool(mch_sources.select_collections(store_files, filters)))
         if plan is None or plan.complete or not plan.pending:
             if plan is not None and not plan.complete:

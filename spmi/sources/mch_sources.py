@@ -1,7 +1,7 @@
 """Getting collections (docs/contracts.md §12.5): which `.mch`/`.mc` files a command replays.
 
-`add_collection_options(parser)` adds the options; `resolve_collections(args, settings)`
-turns them into a list of local files:
+`resolve_collections(query, settings)` turns a `CollectionQuery` (the collection options,
+defined in `spmi/commands/options.py`) into a list of local files:
 
 1. `-mch_files` given: exactly those. Local files as is, directories searched
    recursively, URLs downloaded into the cache (the `.mch.mct` companion tried).
@@ -16,7 +16,6 @@ turns them into a list of local files:
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
@@ -24,12 +23,15 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from spmi.base import fsutil, platforms, redaction
 from spmi.base.errors import SuiteError
 from spmi.base.untrusted import one_line
 from spmi.storage import blobs, downloads
+
+if TYPE_CHECKING:
+    from spmi.base.config import Settings
 
 log = logging.getLogger("superpmi")
 
@@ -40,29 +42,17 @@ PRIVATE_STORE_ENV = "SUPERPMI_PRIVATE_STORE"
 TEMP_DIR_PREFIX = blobs.TEMP_DIR_PREFIX
 
 
-# ---------------------------------------------------------------- options
+# ---------------------------------------------------------------- the query
 
-def add_collection_options(parser: argparse.ArgumentParser) -> "argparse._ArgumentGroup":
-    """Add `-mch_files`, `-filter`, `--force_download`, `-jit_ee_version`,
-    `-private_store` and `-storage_url` (the last only if the parser lacks it)."""
-    group = parser.add_argument_group("collection options")
-    group.add_argument("-mch_files", nargs="+", metavar="FILE_DIR_OR_URL",
-                       help="collections to use: files, directories (searched recursively) or URLs")
-    group.add_argument("-filter", nargs="+", metavar="TEXT",
-                       help="use only collections whose file name contains one of these (case-insensitive)")
-    group.add_argument("--force_download", action="store_true",
-                       help="download collections even if the cache holds a complete earlier download")
-    add_jit_ee_version_option(group)
-    group.add_argument("-private_store", action="append", metavar="DIR",
-                       help=f"extra collection store (repeatable; default: ${PRIVATE_STORE_ENV}, ';'-separated)")
-    blobs.add_storage_url_option(parser)
-    return group
-
-
-def add_jit_ee_version_option(parser: "argparse._ActionsContainer") -> None:
-    """`-jit_ee_version`: the GUID selecting collections (docs/contracts.md §9)."""
-    parser.add_argument("-jit_ee_version", metavar="GUID",
-                        help="JIT-EE version GUID selecting the collections (default: from the source tree or mcs)")
+@dataclass(frozen=True)
+class CollectionQuery:
+    """Which collections a command uses, as the collection options give them (empty / None: not given)."""
+    mch_files: Tuple[str, ...] = ()
+    filters: Tuple[str, ...] = ()
+    force_download: bool = False
+    jit_ee_version: Optional[str] = None
+    private_stores: Tuple[str, ...] = ()  # -private_store (default: $SUPERPMI_PRIVATE_STORE)
+    storage_url: Optional[str] = None
 
 
 def private_stores(flag_values: Optional[Sequence[str]], environ: Optional[dict] = None) -> List[str]:
@@ -165,27 +155,27 @@ def finish_selection(paths: Iterable[Path], filters: Optional[Sequence[str]], wh
 
 # ---------------------------------------------------------------- entry point
 
-def resolve_collections(args: argparse.Namespace, settings,  # type: ignore[no-untyped-def]
+def resolve_collections(query: CollectionQuery, settings: "Settings",
                         keep_archives_in: Optional[Path] = None) -> List[Path]:
     """The collections a command should use, downloading what is needed (§12.5); downloaded
     archives are kept in `keep_archives_in` when given (`download --skip_cleanup`)."""
-    filters = args.filter
-    mch_files = args.mch_files
+    filters = query.filters
+    mch_files = query.mch_files
     if mch_files:
         paths: List[Path] = []
         for spec in mch_files:
             if is_remote(spec):
-                paths.extend(_fetch_url_spec(spec, args, settings, keep_archives_in))
+                paths.extend(_fetch_url_spec(spec, query.force_download, settings, keep_archives_in))
             else:
                 paths.extend(expand_local_spec(spec))
         return finish_selection(paths, filters, "-mch_files " + " ".join(mch_files))
     from spmi.base import config
-    guid = config.resolve_jit_ee_version(settings, args.jit_ee_version)
-    store_dirs = existing_private_store_dirs(private_stores(args.private_store), guid,
+    guid = config.resolve_jit_ee_version(settings, query.jit_ee_version)
+    store_dirs = existing_private_store_dirs(private_stores(query.private_stores), guid,
                                              settings.target_os, settings.mch_arch)
     store_files = [p for d in store_dirs for p in find_collection_files(d)]
-    account_url = blobs.resolve_account_url(args.storage_url)
-    cache_dir = download_from_storage(settings, guid, filters, bool(args.force_download),
+    account_url = blobs.resolve_account_url(query.storage_url)
+    cache_dir = download_from_storage(settings, guid, filters, query.force_download,
                                       account_url, allow_empty=bool(select_collections(store_files, filters)),
                                       keep_archives_in=keep_archives_in)
     paths = find_collection_files(cache_dir) if cache_dir is not None else []
@@ -549,9 +539,8 @@ def copy_file_atomically(source: Path, destination: Path) -> None:
         raise SuiteError(f"copying {source} to {destination} failed: {exc.strerror or exc}") from None
 
 
-def _fetch_url_spec(spec: str, args: argparse.Namespace, settings,  # type: ignore[no-untyped-def]
+def _fetch_url_spec(spec: str, force: bool, settings: "Settings",
                     keep_archives_in: Optional[Path]) -> List[Path]:
-    force = bool(args.force_download)
     if platforms.is_unc_path(spec):
         return copy_unc_path(spec, settings, force)
     return fetch_url(spec, settings, force, keep_archives_in)

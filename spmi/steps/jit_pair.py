@@ -1,53 +1,23 @@
 """The baseline/diff JIT pair that asmdiffs, tpdiff and memdiff start from.
 
-One place for the options that name the two JITs and their JIT config, and
-for turning them into two checked, distinct JIT files for the target.
+Turns the JIT paths the command line names (or their defaults: Core_Root, the rolling
+build) into two checked, distinct JIT files for the target.
 """
 from __future__ import annotations
 
-import argparse
 import filecmp
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from spmi.base import config
 from spmi.base.errors import SuiteError
 from spmi.sources import baseline
 from spmi.tools import jit_build
-from spmi.tools.superpmi_tool import JitPairOptions
 
 log = logging.getLogger("superpmi")
-
-
-def add_jit_pair_options(parser: argparse.ArgumentParser, title: str = "JIT options") -> None:
-    """`-base_jit_path`, `-diff_jit_path` and the JIT config lists `-jitoption`, `-base_jit_option`,
-    `-diff_jit_option`; add the other baseline options with `add_baseline_options(parser, base_jit_path=False)`."""
-    group = parser.add_argument_group(title)
-    baseline.add_base_jit_path_option(group)
-    group.add_argument("-diff_jit_path", metavar="FILE",
-                       help="diff JIT (default: the JIT for the target in Core_Root)")
-    add_jitoption_option(group, "JIT config for both JITs, without DOTNET_ (repeatable)")
-    group.add_argument("-base_jit_option", action="append", metavar="KEY=VALUE",
-                       help="JIT config for the baseline JIT only (repeatable)")
-    group.add_argument("-diff_jit_option", action="append", metavar="KEY=VALUE",
-                       help="JIT config for the diff JIT only (repeatable)")
-
-
-def add_jitoption_option(parser: "argparse._ActionsContainer", help_text: str) -> None:
-    """`-jitoption KEY=VALUE` (repeatable): JIT config for every JIT the command runs."""
-    parser.add_argument("-jitoption", action="append", metavar="KEY=VALUE", help=help_text)
-
-
-def user_jit_options(args: argparse.Namespace, forced: Sequence[str] = ()) -> JitPairOptions:
-    """The user's JIT config per side, plus the command's own `forced` options."""
-    return JitPairOptions(
-        forced=tuple(forced),
-        shared=config.split_option_values(args.jitoption, "-jitoption"),
-        base_only=config.split_option_values(args.base_jit_option, "-base_jit_option"),
-        diff_only=config.split_option_values(args.diff_jit_option, "-diff_jit_option"))
 
 
 @dataclass
@@ -78,20 +48,20 @@ def warn_if_identical(base: Path, diff: Path) -> bool:
     return identical
 
 
-def resolve_jit_pair(args: argparse.Namespace, settings: config.Settings,
+def resolve_jit_pair(diff_jit_path: Optional[str], request: baseline.BaselineRequest, settings: config.Settings,
                      jit_name: Optional[str] = None) -> JitPair:
-    """Diff JIT (flag or Core_Root), baseline JIT (flag or rolling build), both checked.
+    """Diff JIT (`-diff_jit_path` or Core_Root), baseline JIT (`-base_jit_path` or rolling build), both checked.
 
     Each must be a readable file whose build string (when decodable) targets
     the requested OS/arch, and they must be two different files.
     """
-    if args.diff_jit_path:
-        diff = jit_build.validate_jit_file(Path(args.diff_jit_path), "-diff_jit_path")
+    if diff_jit_path:
+        diff = jit_build.validate_jit_file(Path(diff_jit_path), "-diff_jit_path")
     else:
         diff = jit_build.validate_jit_file(config.find_default_jit(settings, jit_name), "diff JIT")
-    if args.base_jit_path:
-        jit_build.validate_jit_file(Path(args.base_jit_path), "-base_jit_path")
-    choice = baseline.find_baseline_jit(settings, args, jit_name or diff.name)
+    if request.base_jit_path:
+        jit_build.validate_jit_file(Path(request.base_jit_path), "-base_jit_path")
+    choice = baseline.find_baseline_jit(settings, request, jit_name or diff.name)
     base = jit_build.validate_jit_file(choice.path, "base JIT")
     choice.path = base
     if same_file(base, diff):

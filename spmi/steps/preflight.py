@@ -7,7 +7,6 @@ discover tools from: one line says so and points to `-h` and the sample demo.
 """
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -81,24 +80,15 @@ class GivenPaths:
                 f"{', '.join(superpmi_tool.INPUT_EXTENSIONS)} file or a folder holding them"]
 
 
-def given_paths(args: argparse.Namespace, jits: Dict[str, Optional[str]]) -> GivenPaths:
-    """The shared path options of a replaying command, plus its own JIT path flags."""
-    return GivenPaths(directories={"-core_root": args.core_root, "-product_location": args.product_location,
-                                   "-runtime_repo": args.runtime_repo},
-                      jits=dict(jits), mch_files=list(args.mch_files or []), details=args.details,
-                      host_os=platforms.normalize_os(args.host_os or "") or platforms.detect_host_os())
-
-
 def nothing_given_message(command: str, cwd: Path) -> str:
     return (f"not in a dotnet/runtime enlistment ({cwd}) and no -core_root, JIT paths or -mch_files given: "
             f"see {config.script_command('superpmi.py')} {command} -h, or try the sample first: "
             f"{config.demo_command()}")
 
 
-def check_inputs(args: argparse.Namespace, command: str, jits: Dict[str, Optional[str]]) -> None:
+def check_inputs(given: GivenPaths, command: str) -> None:
     """Fail before any tool discovery or download: every bad given path on its own line,
     or one line when nothing is given outside an enlistment."""
-    given = given_paths(args, jits)
     problems = given.problems()
     if problems:
         raise SuiteError("\n".join(problems))

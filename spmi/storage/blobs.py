@@ -4,7 +4,6 @@ backoff, the redirect policy, and the error kinds.
 """
 from __future__ import annotations
 
-import argparse
 import errno
 import logging
 import os
@@ -108,13 +107,6 @@ def _clean_account_url(value: str, source: str) -> str:
         raise SuiteError(f"{source} '{redact(value)}' is not an http(s) URL; "
                          "use e.g. https://<account>.blob.core.windows.net")
     return value
-
-
-def add_storage_url_option(parser: argparse.ArgumentParser) -> None:
-    """Add `-storage_url` unless the parser has it already."""
-    if "-storage_url" not in getattr(parser, "_option_string_actions", {}):
-        parser.add_argument("-storage_url", metavar="URL",
-                            help=f"storage account URL (default: ${STORAGE_URL_ENV}, else {DEFAULT_ACCOUNT_URL})")
 
 
 def account_name_from_url(account_url: str) -> str:

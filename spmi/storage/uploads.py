@@ -3,14 +3,12 @@ connection string, SAS token, account key or `azure-identity` credentials.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional
 
-from spmi.base import usage
 from spmi.base.errors import SuiteError
 
 if TYPE_CHECKING:  # imported where used: commands that never touch storage start faster
@@ -59,19 +57,19 @@ class StorageCredentials:
             register_secret(fields.get("sharedaccesssignature"))
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace,
-                  environ: Optional[Mapping[str, str]] = None) -> "StorageCredentials":
+    def from_flags(cls, connection_string: Optional[str] = None, sas_token: Optional[str] = None,
+                   account_key: Optional[str] = None, use_azure_cli: bool = False, use_default_credential: bool = False,
+                   environ: Optional[Mapping[str, str]] = None) -> "StorageCredentials":
         """Flags first; without any credential flag, the first of $AZURE_STORAGE_CONNECTION_STRING,
         $AZURE_STORAGE_SAS_TOKEN, $AZURE_STORAGE_KEY that is set (environment variables do not
         show in the process list, flags do)."""
         environ = os.environ if environ is None else environ
-        explicit = any((args.connection_string, args.sas_token, args.account_key, args.use_azure_cli,
-                        args.use_default_credential))
+        explicit = any((connection_string, sas_token, account_key, use_azure_cli, use_default_credential))
         from_env = {} if explicit else first_credential_from_environment(environ)
-        return cls(connection_string=args.connection_string or from_env.get("connection_string"),
-                   sas_token=args.sas_token or from_env.get("sas_token"),
-                   account_key=args.account_key or from_env.get("account_key"),
-                   use_azure_cli=bool(args.use_azure_cli), use_default_credential=bool(args.use_default_credential))
+        return cls(connection_string=connection_string or from_env.get("connection_string"),
+                   sas_token=sas_token or from_env.get("sas_token"),
+                   account_key=account_key or from_env.get("account_key"),
+                   use_azure_cli=bool(use_azure_cli), use_default_credential=bool(use_default_credential))
 
     def kind(self) -> Optional[str]:
         """What kind of credential this is, in words (never the secret)."""
@@ -96,24 +94,6 @@ def first_credential_from_environment(environ: Mapping[str, str]) -> dict:
         if value:
             return {field_name: value}
     return {}
-
-
-def add_credential_options(parser: argparse.ArgumentParser) -> None:
-    """Options for commands that write to storage."""
-    group = parser.add_argument_group(
-        "storage credentials (for writing)",
-        f"Prefer the environment variables ${CONNECTION_STRING_ENV}, ${SAS_TOKEN_ENV} or ${ACCOUNT_KEY_ENV} "
-        "(used in that order when no credential flag is given): a secret passed as a flag is visible to "
-        "other local users in the process list.")
-    group.add_argument("-connection_string", metavar="TEXT",
-                       help=f"storage connection string{VISIBLE_NOTE}{CONNECTION_STRING_ENV}")
-    group.add_argument("-sas_token", metavar="TOKEN",
-                       help=f"SAS token with write permission{VISIBLE_NOTE}{SAS_TOKEN_ENV}")
-    group.add_argument("-account_key", metavar="KEY", help=f"storage account key{VISIBLE_NOTE}{ACCOUNT_KEY_ENV}")
-    usage.add_renamed(group, "-az_storage_key", "-account_key")
-    group.add_argument("--use_azure_cli", action="store_true", help="authenticate as the signed-in Azure CLI user")
-    group.add_argument("--use_default_credential", action="store_true",
-                       help="authenticate with azure-identity's DefaultAzureCredential")
 
 
 def _token_credential(credentials: StorageCredentials):  # type: ignore[no-untyped-def]

@@ -2,8 +2,8 @@
 
 Pure parts (tested without processes):
 
-* the run options every replaying command shares (`add_run_options`,
-  `RunOptions.from_args`) and how they map to superpmi switches (docs/contracts.md §12.6);
+* the run options every replaying command shares (`RunOptions`, made from the command line
+  in `spmi/commands/options.py`) and how they map to superpmi switches (docs/contracts.md §12.6);
 * argument vectors for replay, asmdiffs and listing runs (§12.6);
 * what an exit code means for a command (§2.9, §12.7);
 * JIT assert lines (§2.8.3), their grouping and report (§12.7);
@@ -15,7 +15,6 @@ becomes a failed run with a one-line reason) and `collect_repros` (moves repro
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import enum
 import logging
@@ -73,40 +72,6 @@ def positional_kind(path: str, host_os: str) -> PositionalKind:
 
 # ---------------------------------------------------------------- run options
 
-def add_superpmi_common_options(group: "argparse._ArgumentGroup") -> None:
-    """The superpmi switches every command that runs superpmi takes (replay, asmdiffs, tpdiff,
-    memdiff, metricdiff and collect's clean and verify replays; §12.1, §14.3)."""
-    group.add_argument("--altjit", action="store_true",
-                       help="replay with AltJit=* and AltJitNgen=* (cross-target altjits)")
-    group.add_argument("--sequential", action="store_true", help="run superpmi without -p (one process)")
-    group.add_argument("-error_limit", type=config.positive_int, metavar="N",
-                       help="stop after N compile errors (superpmi -failureLimit)")
-    group.add_argument("-spmi_log_file", metavar="FILE", help="superpmi -w log file (requires --sequential)")
-    group.add_argument("--break_on_assert", action="store_true", help="superpmi -boa")
-    group.add_argument("--break_on_error", action="store_true", help="superpmi -boe")
-
-
-def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The replay options replay, asmdiffs, tpdiff and memdiff share (§12.1)."""
-    group = parser.add_argument_group("replay options")
-    group.add_argument("-jit_name", help="JIT file name to look for (default: native or cross name for the target)")
-    add_superpmi_common_options(group)
-    group.add_argument("--parallelism", type=config.int_between(1, MAX_PARALLELISM), metavar="N", help="superpmi -p N (default: -p, one worker per CPU)")
-    group.add_argument("-compile", "-c", dest="compile", metavar="LIST",
-                       help="compile only these contexts (superpmi -c: 20, 5,10-99, or an .mcl file); implies no -p")
-    group.add_argument("--produce_repro", action="store_true",
-                       help="write a .mc repro per failing context into repro.<collection>")
-    group.add_argument("-details", metavar="FILE_OR_DIR",
-                       help="keep superpmi's details CSV: a directory (one <collection>.csv each) or a file")
-    group.add_argument("--skip_cleanup", action="store_true", help="keep the temporary directory")
-    group.add_argument("--timeout", type=config.positive_seconds, metavar="SECONDS",
-                       help="kill a superpmi process (and its workers) running longer than this")
-    group.add_argument("--time_budget", type=config.positive_seconds, metavar="SECONDS",
-                       help="finish replaying within this many seconds of the start: the superpmi running "
-                            "then is stopped and later collections are not started, each reported as timed "
-                            "out with the contexts it reached (the Helix work item sets it from its timeout)")
-
-
 @dataclass(frozen=True)
 class RunOptions:
     sequential: bool = False
@@ -124,17 +89,6 @@ class RunOptions:
     timeout: Optional[float] = None
     time_budget: Optional[float] = None
     started: float = field(default_factory=time.monotonic, compare=False)
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> "RunOptions":
-        options = cls(sequential=bool(args.sequential), parallelism=args.parallelism, compile_list=args.compile,
-                      error_limit=args.error_limit, spmi_log_file=args.spmi_log_file,
-                      break_on_assert=bool(args.break_on_assert), break_on_error=bool(args.break_on_error),
-                      produce_repro=bool(args.produce_repro), details=args.details,
-                      skip_cleanup=bool(args.skip_cleanup), jit_name=args.jit_name, altjit=bool(args.altjit),
-                      timeout=args.timeout, time_budget=args.time_budget)
-        options.validate()
-        return options
 
     def validate(self) -> None:
         self.validate_common()

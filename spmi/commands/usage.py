@@ -6,7 +6,7 @@
 * A flag upstream's scripts spell differently is answered with the suite's name (`renamed to …`).
 * `--version` prints the script's name and the suite's version.
 
-Pure functions plus the argparse actions that use them; `config.ArgumentParser` calls them.
+Pure functions plus the argparse actions that use them; `commands/parsing.ArgumentParser` calls them.
 """
 from __future__ import annotations
 
