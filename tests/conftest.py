@@ -1,12 +1,22 @@
-"""Shared pytest fixtures.
+"""Shared pytest fixtures, and where a run keeps its files.
 
 The repository root is put on sys.path so tests import the top-level scripts
 exactly as `python superpmi.py` would find them.
+
+A run writes only under `.pytest_tmp/` in the checkout (gitignored): pytest's
+`tmp_path` folders under `.pytest_tmp/run/` (unless `--basetemp` says otherwise),
+and everything that asks the system for a temporary folder (the suite's scratch
+folders, the sample tools, Azurite, Chromium and Playwright profiles) under
+`.pytest_tmp/tmp-<worker>/`, through `TMPDIR`. A passing run removes both; a
+failing one leaves them to look at, until the next run.
 """
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +24,58 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+
+RUN_FILES = REPO_ROOT / ".pytest_tmp"
+_OWN_FOLDERS = pytest.StashKey[list]()
+_PASSED = pytest.StashKey[bool]()
+
+
+def _worker_name(config: pytest.Config) -> str:
+    """`gw0`, `gw1`, ... in a pytest-xdist worker; `main` in a run without workers or its controller."""
+    workerinput = getattr(config, "workerinput", None)
+    return str(workerinput["workerid"]) if workerinput else "main"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Before pytest makes its temporary folders: theirs under `.pytest_tmp/run/`, the system's under
+    `.pytest_tmp/tmp-<worker>/` for this process and every child it starts."""
+    owned = []
+    if config.option.basetemp is None:  # an xdist worker gets its own below the controller's
+        config.option.basetemp = str(RUN_FILES / "run")
+        owned.append(Path(config.option.basetemp))
+    scratch = RUN_FILES / f"tmp-{_worker_name(config)}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    os.environ["TMPDIR"] = tempfile.tempdir = str(scratch)
+    owned.append(scratch)
+    config.stash[_OWN_FOLDERS] = owned
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A passing run leaves nothing behind; a failing one keeps its files for a look."""
+    if not config.stash.get(_PASSED, False):
+        return
+    for folder in config.stash.get(_OWN_FOLDERS, []):
+        shutil.rmtree(folder, ignore_errors=True)
+    if RUN_FILES.is_dir() and not any(RUN_FILES.iterdir()):
+        RUN_FILES.rmdir()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[_PASSED] = exitstatus == 0
+
+
+@pytest.fixture(autouse=True)
+def pure_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test marked `pure` (setup.cfg) starts no child process: `.ci/run` runs the pure tests on a
+    second Python, without Node.js, Chromium or the sample tools' processes in the time budget."""
+    if request.node.get_closest_marker("pure") is None:
+        return
+
+    def refuse(popen: subprocess.Popen, args: object, *rest: object, **kwargs: object) -> None:
+        raise AssertionError(f"{request.node.nodeid} is marked pure but starts a process: {args!r}")
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
 
 
 @pytest.fixture(autouse=True)
