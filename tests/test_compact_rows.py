@@ -16,6 +16,8 @@ from spmi.reports import asm_analysis, html_build, html_report
 from spmi.reports.asm_model import AsmDiffsSummary, CollectionAggregates, CollectionReport, DiffRows
 from spmi.reports.html_report import DiffRow, DiffRowTable, HtmlReport, ReportHeader, render_html
 
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+
 HEADER = ("Context,Context size,Method full name,Tier name,Base result,Diff result,MinOpts,Has diff,"
           "Base instructions,Diff instructions,Base ActualCodeBytes,Diff ActualCodeBytes,Base PerfScore,Diff PerfScore")
 

@@ -19,6 +19,8 @@ import pytest
 import superpmi
 from spmi.base import config
 
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "spmi"
 

@@ -15,6 +15,8 @@ from spmi.reports import significance as signal
 from spmi.reports.asm_model import CollectionReport
 from spmi.reports.significance import Significance, SpreadSums, Verdict, aa_spread_pct, judge
 
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+
 
 def test_default_rules_per_metric() -> None:
     rules = Significance()
