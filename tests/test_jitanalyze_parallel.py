@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spmi.analyzer import cli as analyzer_cli  # noqa: E402
 from spmi.analyzer import compare, core, scan, workers
+from spmi.base.errors import SuiteError
 
 REPO = Path(__file__).resolve().parents[1]
 SEPARATOR = "=" * 60
@@ -284,3 +285,51 @@ def test_a_stop_leaves_no_worker_and_no_output(large_tree, tmp_path, how):
     assert stderr == "jitanalyze.py: interrupted\n" and stdout == ""
     assert not [pid for pid in pool if running(pid)], "a worker outlived the analyzer"
     assert list(out.iterdir()) == []  # no summary, no temporary file
+
+
+def kill_own_worker_at(doomed: int, chunk: List[int]) -> int:
+    """A chunk task whose worker SIGKILLs itself on chunk `doomed` (a worker killed from outside)."""
+    if chunk[0] == doomed:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return chunk[0]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="kills a worker with SIGKILL")
+def test_a_killed_worker_is_one_suite_error_whichever_call_notices_it(monkeypatch):
+    """The pool breaks while results are taken and chunks handed out: sometimes taking a result notices
+    it, sometimes handing out the next chunk (a race with the pool's own thread, about a third of the
+    runs). Twenty runs with a worker killed at another chunk each: every one ends in the one SuiteError,
+    and no worker outlives the block."""
+    monkeypatch.setattr(workers, "_start_method", lambda: "fork")
+    before = set(child_pids(os.getpid()))
+    for run_number in range(20):
+        doomed = 3 + run_number % 5
+        taken: List[int] = []
+        with pytest.raises(SuiteError) as raised:
+            with workers.results_in_order(kill_own_worker_at, doomed, [[i] for i in range(40)], 4) as results:
+                taken.extend(results)
+        assert str(raised.value) == ("a worker process of the analyzer ended abruptly (killed, or out of memory); "
+                                     "run again, or with --parallelism 1")
+        assert taken == list(range(len(taken))) and len(taken) <= doomed  # in order, none past the dead chunk
+    assert [pid for pid in child_pids(os.getpid()) if pid not in before and running(pid)] == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc to find the workers")
+def test_a_killed_worker_is_one_line_and_a_failure(large_tree, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.Popen([sys.executable, str(REPO / "jitanalyze.py"), "-b", str(large_tree / "base"),
+                             "-d", str(large_tree / "diff"), "--md", str(out / "summary.md"), "--parallelism", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(child_pids(proc.pid)) < 2 and proc.poll() is None:
+        time.sleep(0.005)
+    pool = child_pids(proc.pid)
+    assert len(pool) >= 2, "the workers did not start"
+    os.kill(pool[-1], signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert (proc.returncode, stdout) == (1, "")
+    assert stderr == ("Error: a worker process of the analyzer ended abruptly (killed, or out of memory); "
+                      "run again, or with --parallelism 1\n")
+    assert not [pid for pid in pool if running(pid)], "a worker outlived the analyzer"
+    assert list(out.iterdir()) == []

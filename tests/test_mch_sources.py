@@ -181,7 +181,7 @@ def test_cold_then_warm_cache_without_network(storage_account, tmp_path, capture
 def test_cold_cache_unreachable_is_a_clear_error(tmp_path, fast_retries):
     closed = closed_port_url()
     args = parse(["-jit_ee_version", GUID, "-storage_url", closed])
-    with pytest.raises(SuiteError, match=f"Listing failed .*Connection refused.*{closed}/superpmi"):
+    with pytest.raises(SuiteError, match=f"Listing failed: storage cannot be reached .*Connection refused.*{closed}/superpmi"):
         mch_sources.resolve_collections(args, make_settings(tmp_path / "spmi"))
 
 

@@ -344,8 +344,18 @@ def metricdiff_run(sample, tmp_path_factory):
     spmi = tmp_path_factory.mktemp("metricdiff")
     mch = [sample.collection("aspnet.run"), sample.collection("benchmarks.run")]
     result = run_cli("metricdiff", *jit_args(sample, sample.release("diff_memblowup")), "-mch_files", *mch,
-                     "-spmi_location", spmi, "--sequential")
+                     "-spmi_location", spmi, "--sequential", "-significance", "perfscore_total=2")
     return result, spmi, mch
+
+
+def test_a_significance_override_naming_no_metric_of_the_run_is_a_warning(metricdiff_run):
+    result, _, _ = metricdiff_run
+    warnings = [line for line in (result.stdout + result.stderr).splitlines() if "perfscore_total" in line]
+    assert len(warnings) == 1, result.stdout + result.stderr
+    message = warnings[0].split("] ", 1)[-1]  # after the console's time stamp
+    assert message.startswith("Warning: -significance perfscore_total=2 applied to nothing: no metric "
+                              "'perfscore_total' in this run (its metrics: ")
+    assert "ActualCodeBytes, " in warnings[0] and "BytesAllocated" in warnings[0]
 
 
 def test_metricdiff_diffs_every_metric_without_a_gate(metricdiff_run):

@@ -180,3 +180,30 @@ def test_noise_above_the_rule_is_flagged_by_the_rule_alone_but_not_after_calibra
     assert text["short"] == "" and NO_SIGNIFICANT["memdiff"] in text["long"]
     within = text["long"].split("<summary>Changes within noise (")[1].split("</details>")[0]
     assert "|BytesAllocated|Overall|" in within and "within the noise floor (±" in within
+
+
+@pytest.mark.skipif(sys.platform.startswith("win"), reason="the sample toolchain runs on Linux and macOS hosts")
+def test_a_base_jit_failing_contexts_in_the_noise_check_is_named_in_the_summary(noisy: Noisy, tmp_path: Path) -> None:
+    """A base JIT that fails to compile some methods fails them in the A/A replay too: the floor then comes from
+    fewer contexts, and the summary (and the console) say which collections and how many contexts."""
+    failing = noisy.changed_release_jit(tmp_path / "base", faults={"compile_error_every": 7})
+    spmi = tmp_path / "spmi"
+    mem = metric_command(noisy, "memdiff", noisy.release("diff"), spmi, "--noise_check", "--summary_as_json",
+                         base=failing)
+    assert mem.returncode in (0, 2), mem.stdout + mem.stderr
+    summary = json.loads((spmi / "memdiff_summary.json").read_text(encoding="utf-8"))
+    failed = {c["name"]: c["noise_failed"] for c in summary["collections"]}
+    assert set(failed) == {mch.name for mch in noisy.collections} and all(n > 0 for n in failed.values()), failed
+    assert {c["noise_problem"] for c in summary["collections"]} == {"Compilation failures"}
+    for name, count in failed.items():
+        assert (f"Warning: the noise check of {name} ended with Compilation failures; {count} contexts failed in it, "
+                "so its noise floor comes from the contexts that compiled") in mem.stdout
+    out = tmp_path / "summary.md"
+    merged = run_cli("summarize", "-summary_type", "memdiff", "-summaries", spmi / "memdiff_summary.json",
+                     "-output_long_summary_path", out)
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    line = next(line for line in out.read_text(encoding="utf-8").splitlines()
+                if line.startswith("Noise check incomplete: "))
+    for name, count in failed.items():
+        assert (f"{name}: the A/A replay ended with Compilation failures; {count} contexts "
+                "failed in it, so its noise floor comes from the contexts that compiled") in line

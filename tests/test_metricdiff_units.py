@@ -522,3 +522,31 @@ def test_pipeline_knows_the_metricdiff_type():
     assert [t.name for t in pipeline.expand_types("metricdiff")] == ["metricdiff"]
     assert [t.name for t in pipeline.expand_types("all")] == ["asmdiffs", "tpdiff", "memdiff"]
     assert pipeline.DIFF_TYPES["metricdiff"].flavour == "release"
+
+
+def test_the_context_map_runs_in_the_background_and_gives_the_rows_of_a_plain_run(sample_toolchain):
+    import json
+    import subprocess
+    manifest = json.loads((sample_toolchain / "toolchain.json").read_text(encoding="utf-8"))
+    mch = manifest["collections"]["linux-x64"][0]
+    plain = subprocess.run(mcs.dump_map_argv(manifest["mcs"], mch), capture_output=True, text=True, check=True)
+    job = mcs.ContextMapJob(manifest["mcs"], mch)
+    rows = job.rows()
+    assert rows == mcs.parse_dump_map(plain.stdout) and len(rows) > 10
+    assert job.rows() == rows  # asked again: the same rows, mcs is not run twice
+
+
+def test_a_context_map_that_fails_leaves_the_contexts_unnamed(sample_toolchain, tmp_path):
+    import json
+    manifest = json.loads((sample_toolchain / "toolchain.json").read_text(encoding="utf-8"))
+    assert mcs.ContextMapJob(manifest["mcs"], tmp_path / "missing.mch").rows() == {}
+    assert mcs.ContextMapJob(tmp_path / "no-such-mcs", tmp_path / "missing.mch").rows() == {}
+
+
+def test_examples_are_named_from_the_map_only_where_unnamed():
+    rows = mcs.parse_dump_map(DUMP_MAP)
+    examples = [model.Example("a.mch", 2, "", "FullOpts", 10, 20),
+                model.Example("a.mch", 17, "Kept:Name", "FullOpts", 10, 20),
+                model.Example("a.mch", 99, "", "FullOpts", 10, 20)]
+    metricdiff.name_examples(examples, rows)
+    assert [e.method for e in examples] == ["System.FannkuchRedux:Match", "Kept:Name", ""]

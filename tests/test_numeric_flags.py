@@ -19,11 +19,13 @@ NUMBER_METAVARS = {"N", "SECONDS", "PCT", "COUNT", "BYTES", "MINUTES"}
 
 @pytest.mark.parametrize("helper, good, bad", [
     (config.positive_seconds, {"1": 1.0, "0.5": 0.5, " 3 ": 3.0, "2592000": 2592000.0},
-     ["0", "-1", "nan", "inf", "-inf", "x", "", "1e308", "2592000.5"]),
-    (config.non_negative_float, {"0": 0.0, "12.5": 12.5}, ["-0.1", "nan", "inf", "abc"]),
-    (config.positive_int, {"1": 1, "64": 64, str(10 ** 15): 10 ** 15}, ["0", "-3", "1.5", "nan", "x", str(10 ** 15 + 1)]),
-    (config.non_negative_int, {"0": 0, "20": 20}, ["-1", "2.0", "inf"]),
-    (config.int_between(1, 64), {"1": 1, "64": 64}, ["0", "65", "nan"]),
+     ["0", "-1", "nan", "inf", "-inf", "x", "", "1e308", "2592000.5", "1_0"]),
+    (config.non_negative_float, {"0": 0.0, "12.5": 12.5}, ["-0.1", "nan", "inf", "abc", "1_0", "0._5"]),
+    (config.positive_int, {"1": 1, "64": 64, str(10 ** 15): 10 ** 15},
+     ["0", "-3", "1.5", "nan", "x", str(10 ** 15 + 1), "1_0", "1__0", "_1"]),
+    (config.non_negative_int, {"0": 0, "20": 20}, ["-1", "2.0", "inf", "1_000"]),
+    (config.int_between(1, 64), {"1": 1, "64": 64}, ["0", "65", "nan", "1_0"]),
+    (config.positive_float, {"2.5": 2.5}, ["0", "1_0", "1_0.5", "1e1_0"]),
 ])
 def test_numeric_types_accept_and_refuse(helper, good, bad) -> None:
     for text, value in good.items():
@@ -40,6 +42,23 @@ def test_every_numeric_option_uses_a_checked_type() -> None:
             assert action.type not in (int, float), f"{command} {action.option_strings[0]} uses bare {action.type}"
             if action.metavar in NUMBER_METAVARS:
                 assert action.type is not None, f"{command} {action.option_strings[0]} takes a number unchecked"
+
+
+def test_no_numeric_option_reads_python_digit_separators() -> None:
+    """Python's int() and float() read `1_0` as 10; no command line does: every option that takes a number
+    refuses it with one line naming the flag."""
+    checked = 0
+    for _command, parser in command_parsers():
+        for action in option_actions(parser):
+            if action.metavar not in NUMBER_METAVARS and action.type not in (config.positive_seconds,
+                                                                             config.positive_float):
+                continue
+            if action.type is None:
+                continue
+            with pytest.raises(argparse.ArgumentTypeError, match="is not a"):
+                action.type("1_0")  # type: ignore[operator]
+            checked += 1
+    assert checked >= 20
 
 
 def test_sequential_with_parallelism_is_refused() -> None:
@@ -66,6 +85,8 @@ def run_script(script: str, argv: list, cwd: Path) -> subprocess.CompletedProces
     (["--parallelism", "0"], "argument --parallelism: '0' must be from 1 to 64"),
     (["--parallelism", "65"], "argument --parallelism: '65' must be from 1 to 64"),
     (["-error_limit", "0"], "argument -error_limit: '0' must be at least 1"),
+    (["--timeout", "1_0"], "argument --timeout: '1_0' is not a number"),
+    (["--parallelism", "1_6"], "argument --parallelism: '1_6' is not a whole number"),
     (["--sequential", "--parallelism", "3"], "--sequential and --parallelism 3 contradict each other"),
 ])
 def test_replay_refuses_bad_numbers_before_starting(sample_toolchain: Path, tmp_path: Path, flags, expected) -> None:

@@ -3,7 +3,12 @@ summaries that use it)."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +20,7 @@ from spmi.reports import significance as signal
 from spmi.reports.asm_model import CollectionReport
 from spmi.reports.significance import Significance, SpreadSums, Verdict, aa_spread_pct, judge
 
-pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_default_rules_per_metric() -> None:
@@ -53,9 +58,50 @@ def test_overrides_replace_one_metric_rule() -> None:
 def test_significance_flag_is_checked_while_parsing() -> None:
     assert config.significance_override("BytesAllocated=2.5") == ("BytesAllocated", 2.5)
     assert config.significance_override("instructions=0") == ("instructions", 0.0)
-    for bad in ("BytesAllocated", "=1", "Bytes Allocated=1", "BytesAllocated=-1", "BytesAllocated=nan", "x=y"):
+    for bad in ("BytesAllocated", "=1", "Bytes Allocated=1", "BytesAllocated=-1", "BytesAllocated=nan", "x=y",
+                "instructions=1_0", "instructions=0_.5"):
         with pytest.raises(argparse.ArgumentTypeError):
             config.significance_override(bad)
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^'instructions=1_0': the percentage '1_0' is not a number$"):
+        config.significance_override("instructions=1_0")
+
+
+def _parse_significance(*argv: str) -> list:
+    parser = config.ArgumentParser(prog="p", parents=[config.significance_options()])
+    return parser.parse_args(list(argv)).significance
+
+
+def test_a_metric_given_twice_is_refused(capsys) -> None:
+    assert _parse_significance("-significance", "instructions=1", "-significance", "PerfScore=2") == \
+        [("instructions", 1.0), ("PerfScore", 2.0)]
+    for second in ("instructions=2", "instructions=1"):
+        with pytest.raises(SystemExit) as exit_info:
+            _parse_significance("-significance", "instructions=1", "-significance", second)
+        assert exit_info.value.code == 1
+        assert capsys.readouterr().err == "p: error: argument -significance: instructions is given twice; " \
+                                          "give each metric once\n"
+
+
+def test_a_known_metric_in_another_case_is_refused_before_the_run() -> None:
+    signal.check_override_names([("instructions", 1.0), ("CseCount", 0.5), ("MyNewMetric", 1.0)])
+    for name, known in (("Instructions", "instructions"), ("bytesallocated", "BytesAllocated"),
+                        ("PERFSCORE", "PerfScore"), ("jumpThreadingsPerformed", "JumpThreadingsPerformed")):
+        with pytest.raises(config.SuiteError) as info:
+            signal.check_override_names([("instructions", 1.0), (name, 2.5)])
+        assert str(info.value) == (f"-significance {name}=2.5: no metric is named '{name}' (names are "
+                                   f"case-sensitive); did you mean '{known}'?")
+
+
+def test_an_override_that_applies_to_nothing_is_named_with_the_run_s_metrics() -> None:
+    metrics = ["ActualCodeBytes", "CseCount", "BytesAllocated"]
+    assert signal.unmatched_overrides({"CseCount": 1.0, "instructions": 0.1, "PerfScore": 2}, metrics) == []
+    assert signal.unmatched_overrides({"csecount": 1.0, "Nope": 0.5}, metrics) == [
+        "-significance csecount=1 applied to nothing: no metric 'csecount' in this run; did you mean 'CseCount'? "
+        "(its metrics: ActualCodeBytes, CseCount, BytesAllocated)",
+        "-significance Nope=0.5 applied to nothing: no metric 'Nope' in this run "
+        "(its metrics: ActualCodeBytes, CseCount, BytesAllocated)"]
+    assert signal.unmatched_overrides({"Nope": 1}, []) == [
+        "-significance Nope=1 applied to nothing: no metric 'Nope' in this run (its metrics: none)"]
 
 
 def test_aa_spread_is_the_larger_of_the_total_change_and_the_pooled_per_context_noise() -> None:
@@ -137,3 +183,54 @@ def test_the_flag_help_names_the_table_defaults() -> None:
     for metric in ("instructions", "BytesAllocated", "PerfScore"):
         assert f"{metric} {signal.RULES[metric]:g}" in action.help
     assert f"other metrics {signal.OTHER_METRICS_RULE:g}" in action.help and "code bytes any change" in action.help
+
+
+@pytest.mark.parametrize("script, argv, expected", [
+    ("superpmi.py", ["tpdiff", "-significance", "instructions=1", "-significance", "instructions=2"],
+     "superpmi.py tpdiff: error: argument -significance: instructions is given twice; give each metric once"),
+    ("superpmi.py", ["memdiff", "-significance", "Instructions=1"],
+     "superpmi.py: error: -significance Instructions=1: no metric is named 'Instructions' (names are "
+     "case-sensitive); did you mean 'instructions'?"),
+    ("superpmi.py", ["asmdiffs", "-significance", "perfscore=1"],
+     "superpmi.py: error: -significance perfscore=1: no metric is named 'perfscore' (names are "
+     "case-sensitive); did you mean 'PerfScore'?"),
+    ("superpmi.py", ["metricdiff", "-significance", "CseCount=1_0"],
+     "superpmi.py metricdiff: error: argument -significance: 'CseCount=1_0': the percentage '1_0' is not a number"),
+    ("superpmi_asmdiffs_setup.py", ["-product_directory", "p", "-payload_directory", "q",
+                                    "-significance", "gcinfobytes=1"],
+     "superpmi_asmdiffs_setup.py: error: -significance gcinfobytes=1: no metric is named 'gcinfobytes' (names are "
+     "case-sensitive); did you mean 'GCInfoBytes'?"),
+])
+def test_bad_overrides_are_one_line_before_anything_starts(tmp_path, script, argv, expected) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_BUILD", "GITHUB_ACTIONS")}
+    proc = subprocess.run([sys.executable, str(REPO / script), *argv], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", expected + "\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_noise_check_line_names_each_collection_whose_aa_replay_failed() -> None:
+    clean = _collection("clean.mch", 100, 120, noise=0.1)
+    failing = _collection("_ab.mch", 100, 120, noise=0.1)
+    failing.noise_failed, failing.noise_problem = 16, "Compilation failures"
+    crashed_worker = _collection("w.mch", 100, 120, noise=0.1)
+    crashed_worker.noise_problem = "Compilation failures"
+    no_data = _collection("<x>.mch", 100, 120)
+    no_data.noise_problem = "Fatal error, SuperPMI has returned SIGSEGV (segmentation fault)"
+    assert report.noise_check_line([clean]) == ""
+    assert report.noise_check_line([clean, failing, crashed_worker, no_data]) == (
+        "Noise check incomplete: \\_ab.mch: the A/A replay ended with Compilation failures; 16 contexts failed in it, "
+        "so its noise floor comes from the contexts that compiled; w.mch: the A/A replay ended with Compilation "
+        "failures; no failed context is in its details (a worker that crashed leaves its contexts out), so its noise "
+        "floor comes from the contexts that compiled; &lt;x&gt;.mch: the A/A replay produced no data (Fatal error, "
+        "SuperPMI has returned SIGSEGV (segmentation fault)), so it was judged by the rule alone.")
+    run = model.MetricDiffRun(kind="memdiff", focus="BytesAllocated", noise_k=3.0, collections=[clean, failing])
+    text = report.render(run, long=True, direction_of=lambda metric: "lower")
+    assert "\n\nNoise check incomplete: \\_ab.mch: the A/A replay ended with Compilation failures; 16 contexts" in text
+    back = model.run_from_json(json.loads(json.dumps(model.run_to_json(run))))
+    assert [(c.noise_failed, c.noise_problem) for c in back.collections] == [(0, ""), (16, "Compilation failures")]
+    for bad in (-1, 1.5, True, "3", 10 ** 13):
+        data = model.run_to_json(run)
+        data["collections"][1]["noise_failed"] = bad
+        with pytest.raises(ValueError, match="a count of contexts must be a whole number"):
+            model.run_from_json(data)

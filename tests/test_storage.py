@@ -139,7 +139,7 @@ def test_listing_failure_names_the_url(storage_account):
     with pytest.raises(blobs.StorageError, match=r"listing http://.*/nosuchcontainer\?restype=container.*HTTP 40[34]"):
         blobs.list_blobs("nosuchcontainer", "x/", storage_account.account_url)
     closed = closed_port_url()
-    with pytest.raises(blobs.StorageError, match=f"Listing failed after 2 attempts .*{closed}/superpmi"):
+    with pytest.raises(blobs.StorageUnreachable, match=f"Listing failed: storage cannot be reached .*{closed}/superpmi"):
         blobs.list_blobs("superpmi", "", closed, retry=blobs.RetryPolicy(2, 0.01))
 
 
@@ -196,14 +196,20 @@ def test_reset_mid_body_resumes_from_the_bytes_received(storage_account, fault_p
     assert 0 < resumed_at <= 1_000_000
 
 
-def test_interrupted_download_resumes_in_a_later_run(storage_account, fault_proxy, tmp_path, captured_log):
-    data = pattern_bytes(3_000_000)
+def fail_a_transfer(storage_account, fault_proxy, folder: Path, data: bytes) -> str:  # type: ignore[no-untyped-def]
+    """`f/big.bin` uploaded, then its download cut mid-body and refused until the retries run out; its URL."""
     storage_account.upload("superpmi", "f/big.bin", data)
     url = f"{fault_proxy.account_url}/superpmi/f/big.bin"
     fault_proxy.reset_mid_body(after=800_000, times=1)
     fault_proxy.fail_status(500, times=10, method="GET")
     with pytest.raises(blobs.DownloadError, match="run again to resume"):
-        downloads.download_files([downloads.DownloadItem(url, tmp_path)], retry=blobs.RetryPolicy(3, 0.01))
+        downloads.download_files([downloads.DownloadItem(url, folder)], retry=blobs.RetryPolicy(3, 0.01))
+    return url
+
+
+def test_interrupted_download_resumes_in_a_later_run(storage_account, fault_proxy, tmp_path, captured_log):
+    data = pattern_bytes(3_000_000)
+    url = fail_a_transfer(storage_account, fault_proxy, tmp_path, data)
     assert (tmp_path / "big.bin.part").is_file() and (tmp_path / "big.bin.part.json").is_file()
     assert not (tmp_path / "big.bin").exists()
     fault_proxy.clear()
@@ -213,6 +219,25 @@ def test_interrupted_download_resumes_in_a_later_run(storage_account, fault_prox
     (resumed,) = fault_proxy.ranges("big.bin")
     assert resumed != "bytes=0-2999999"
     assert "Resuming big.bin from" in captured_log.getvalue()
+
+
+def test_a_kept_part_of_a_blob_that_changed_is_not_resumed(storage_account, fault_proxy, tmp_path, captured_log):
+    """docs/contracts.md §12.5: a failed transfer keeps `.part` + `.part.json` (the blob's URL, ETag, length and the
+    ranges that arrived) on purpose; when the blob has changed by the next run, it starts afresh and the old bytes
+    never mix with the new."""
+    import json
+    old, new = pattern_bytes(3_000_000), bytes(reversed(pattern_bytes(3_000_000)))
+    url = fail_a_transfer(storage_account, fault_proxy, tmp_path, old)
+    kept = json.loads((tmp_path / "big.bin.part.json").read_text(encoding="utf-8"))
+    assert kept["length"] == 3_000_000 and kept["etag"] and kept["url"].endswith("/superpmi/f/big.bin")
+    assert sum(kept["done"].values()) > 0, "the ranges that arrived are recorded"
+    fault_proxy.clear()
+    storage_account.upload("superpmi", "f/big.bin", new)  # same name and length, another ETag
+    downloads.download_files([downloads.DownloadItem(url, tmp_path)], retry=FAST_RETRY)
+    assert (tmp_path / "big.bin").read_bytes() == new
+    assert fault_proxy.ranges("big.bin") == ["bytes=0-2999999"], "the whole blob again, from its first byte"
+    assert "Resuming big.bin" not in captured_log.getvalue()
+    assert not (tmp_path / "big.bin.part").exists() and not (tmp_path / "big.bin.part.json").exists()
 
 
 def test_short_body_is_retried_then_fails_clearly(storage_account, fault_proxy, tmp_path):

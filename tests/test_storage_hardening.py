@@ -389,7 +389,7 @@ def test_unreachable_storage_without_a_local_source_stays_an_error(tmp_path, sto
                           env=suite_env(), timeout=60)
     assert proc.returncode == 1
     (line,) = error_lines(proc)
-    assert "Listing failed after 1 attempts" in line and "Connection refused" in line
+    assert "storage cannot be reached" in line and "Connection refused" in line
 
 
 def test_http_errors_from_a_listing_are_not_unreachable(storage_account, fault_proxy, tmp_path, fast_retries):
@@ -402,3 +402,56 @@ def test_http_errors_from_a_listing_are_not_unreachable(storage_account, fault_p
     assert not isinstance(error.value, blobs.StorageUnreachable)
 
 
+
+
+# ---------------------------------------------------------------- offline: no connection at all is final at once
+
+def unresolvable_url() -> str:
+    """An account URL whose host can never resolve (`.invalid` is reserved, RFC 2606)."""
+    return "http://superpmi-storage.invalid/account"
+
+
+@pytest.mark.parametrize("url_kind", ["refused", "unresolvable"])
+def test_storage_that_cannot_be_reached_is_not_retried(monkeypatch, url_kind):
+    monkeypatch.delenv("SUPERPMI_STORAGE_RETRIES", raising=False)
+    sleeps: List[float] = []
+    monkeypatch.setattr(blobs.time, "sleep", sleeps.append)
+    url = closed_port_url() if url_kind == "refused" else unresolvable_url()
+    with pytest.raises(blobs.StorageUnreachable, match="storage cannot be reached") as error:
+        blobs.list_blobs("superpmi", "collections/", url)
+    assert sleeps == [] and "attempts" not in str(error.value)
+
+
+def test_an_answer_that_fails_keeps_its_retries(storage_account, fault_proxy, monkeypatch):
+    monkeypatch.delenv("SUPERPMI_STORAGE_RETRIES", raising=False)
+    monkeypatch.setattr(blobs.time, "sleep", lambda seconds: None)
+    fault_proxy.fail_status(503, times=100)
+    with pytest.raises(blobs.StorageError, match="failed after 5 attempts .HTTP 503") as error:
+        blobs.list_blobs("superpmi", "collections/", fault_proxy.account_url)
+    assert not isinstance(error.value, blobs.StorageUnreachable)
+    assert fault_proxy.count("GET", "comp=list") == 5
+
+
+def test_the_exception_chain_decides_what_never_connected(tmp_path):
+    import requests
+    with pytest.raises(requests.ConnectionError) as refused:
+        requests.get(closed_port_url(), timeout=5)
+    assert blobs.never_connected(refused.value)
+    assert not blobs.never_connected(requests.exceptions.ChunkedEncodingError("Connection broken: reset"))
+    assert not blobs.never_connected(requests.ConnectTimeout("connect timed out"))
+    assert not blobs.never_connected(ConnectionResetError(104, "Connection reset by peer"))
+
+
+@pytest.mark.parametrize("url_kind", ["refused", "unresolvable"])
+def test_offline_download_beside_a_private_store_goes_on_without_retrying(tmp_path, url_kind):
+    store = tmp_path / "store"
+    write_mch(store / GUID / "linux" / "x64" / "private.mch")
+    spmi = tmp_path / "spmi"
+    url = closed_port_url() if url_kind == "refused" else unresolvable_url()
+    env = suite_env()
+    env.pop("SUPERPMI_STORAGE_RETRIES")
+    proc = subprocess.run(download_argv(spmi, url, "-private_store", str(store), "-v"), capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "private.mch" in proc.stdout and "going on with the private stores only" in proc.stdout
+    assert "retrying" not in proc.stdout + proc.stderr

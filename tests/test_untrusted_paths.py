@@ -65,6 +65,27 @@ def test_confined_path_refuses_names_that_leave_the_folder(tmp_path, name, singl
     assert "test name" in str(info.value)
 
 
+DEVICE_NAMES = ["COM\u00b9", "LPT\u00b2", "lpt\u00b3.txt", "x/con .so", "con .so", "sub/NUL  .tar.gz", "aux . .so",
+                "COM1:", "prn", "conout$.log"]
+NOT_DEVICE_NAMES = ["console.so", "com10.dll", "com.txt", "x.con", "con_x.so", "coma.so", ".con", "lpt.so", "sub/nulls"]
+
+
+@pytest.mark.parametrize("host_os", ["windows", "linux", "osx"])
+def test_windows_device_names_are_refused_in_every_form_on_every_os(tmp_path, monkeypatch, host_os):
+    """Windows reads `COM¹` as COM1, and a segment up to its first `.`, without trailing spaces or a colon, as
+    the device name (`con .so` is `con`): refused wherever the suite runs, since a name from storage may reach
+    a Windows machine later (a cache, an uploaded artifact)."""
+    monkeypatch.setattr(fsutil.platforms, "detect_host_os", lambda: host_os)
+    for name in DEVICE_NAMES:
+        with pytest.raises(SuiteError) as info:
+            fsutil.confined_path(tmp_path, name, "blob name")
+        assert str(info.value).startswith(f"refusing blob name {name!r}: it has a device name and would be written "
+                                          "outside ")
+        assert fsutil.unsafe_name_reason(name.split("/")[-1], single_segment=True) == "a device name"
+    for name in NOT_DEVICE_NAMES:
+        assert fsutil.confined_path(tmp_path, name) == tmp_path / name
+
+
 def test_confined_path_follows_links_out_of_the_folder(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -8,7 +8,9 @@ Workers start with Ctrl-C and SIGTERM held (`platforms.stop_signals_held`), then
 Ctrl-C in a terminal reaches the whole process group, and the parent alone decides what stops) and
 end at once on SIGTERM, without a traceback. When the caller's block ends, normally or by an exception (Ctrl-C,
 SIGTERM turned into `Terminated` by `runner.stop_on_termination`), chunks not started are
-cancelled and the running ones waited for: no worker outlives the block. The task and its
+cancelled and the running ones waited for: no worker outlives the block. A worker that dies (killed,
+out of memory) breaks the pool: whichever call notices it first (taking a result, or handing out the
+next chunk, which races with the pool's own thread), the block raises one SuiteError. The task and its
 arguments must be picklable (a top-level function): Windows and macOS start workers afresh
 (`platforms.worker_start_method`).
 """
@@ -31,6 +33,9 @@ Result = TypeVar("Result")
 
 #: chunks in flight per worker: one running, one waiting, so a worker never idles between chunks
 _CHUNKS_IN_FLIGHT_PER_WORKER = 2
+#: the one line for a dead worker (Python's own texts differ by version and by the call that noticed it)
+WORKER_DIED_MESSAGE = ("a worker process of the analyzer ended abruptly (killed, or out of memory); "
+                       "run again, or with --parallelism 1")
 
 
 def _worker_signals() -> None:
@@ -78,18 +83,17 @@ def results_in_order(task: Callable[[Shared, List[Item]], Result], shared: Share
             for _ in range(processes * _CHUNKS_IN_FLIGHT_PER_WORKER):
                 submit_next()
         yield _collect(pending, submit_next)
+    except concurrent.futures.process.BrokenProcessPool:
+        raise SuiteError(WORKER_DIED_MESSAGE) from None
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
 
 
 def _collect(pending: Deque["concurrent.futures.Future[Result]"],
              submit_next: Callable[[], None]) -> Iterator[Result]:
-    """The chunks' results in order; each result taken makes room for the next chunk."""
+    """The chunks' results in order; each result taken makes room for the next chunk. A broken pool
+    raises BrokenProcessPool here, from either call, into the block of `results_in_order`."""
     while pending:
-        try:
-            result = pending.popleft().result()
-        except concurrent.futures.process.BrokenProcessPool as exc:
-            raise SuiteError(f"a worker process of the analyzer ended unexpectedly ({exc}); "
-                             "run again, or with --parallelism 1") from None
+        result = pending.popleft().result()
         submit_next()
         yield result

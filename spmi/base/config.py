@@ -68,7 +68,10 @@ MAX_SECONDS = 30 * 24 * 3600
 
 
 def _number(text: str, convert: Callable[[str], Number], kind: str, most: str = f"{MAX_NUMBER:,}") -> Number:
+    """`text` as a number; Python's digit separators are refused (`1_0` is not 10 on a command line)."""
     try:
+        if "_" in text:
+            raise ValueError(text)
         value = convert(text.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not {kind}") from None
@@ -179,12 +182,25 @@ def significance_override(text: str) -> Tuple[str, float]:
     return name, value
 
 
+class SignificanceOverrides(argparse.Action):
+    """`-significance` repeated: the overrides in order; a metric given twice is refused (the later one
+    would otherwise win silently)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: Optional[str] = None) -> None:
+        override: Tuple[str, float] = values  # type: ignore[assignment]
+        given: List[Tuple[str, float]] = list(getattr(namespace, self.dest, None) or [])
+        if any(override[0] == earlier for earlier, _ in given):
+            parser.error(f"argument {option_string}: {override[0]} is given twice; give each metric once")
+        setattr(namespace, self.dest, given + [override])
+
+
 def significance_options(calibration: bool = True) -> "ArgumentParser":
     """How a metric diff decides that a change is significant: the per-metric rule and, with
     `calibration`, the A/A noise check (docs/contracts.md §12.12b)."""
     parser = ArgumentParser(add_help=False)
     group = parser.add_argument_group("significance options")
-    group.add_argument("-significance", action="append", type=significance_override, default=[],
+    group.add_argument("-significance", action=SignificanceOverrides, type=significance_override, default=[],
                        metavar="METRIC=PCT",
                        help="minimum meaningful change of METRIC in %% (0 = any change), replacing the default "
                             "rule for that metric (instructions 0.005, code bytes any change, BytesAllocated 1, "

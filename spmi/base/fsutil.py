@@ -10,7 +10,7 @@ import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, Union
+from typing import Callable, Iterable, Iterator, List, Optional, Union
 
 from spmi.base import platforms
 from spmi.base.errors import SuiteError
@@ -21,7 +21,9 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 # ---------------------------------------------------------------- untrusted names (docs/contracts.md §12.20)
 
-_DEVICE_NAME_RE = re.compile(r"^(con|prn|aux|nul|com[0-9]|lpt[0-9]|conin\$|conout\$)(\..*)?$", re.IGNORECASE)
+#: Windows device names (COM and LPT also with the superscript digits ¹ ² ³, which Windows reads as 1 2 3)
+_DEVICE_NAME_RE = re.compile("^(con|prn|aux|nul|com[0-9\u00b9\u00b2\u00b3]|lpt[0-9\u00b9\u00b2\u00b3]|conin\\$|conout\\$)$",
+                             re.IGNORECASE)
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
 
 
@@ -42,11 +44,18 @@ def unsafe_name_reason(name: str, single_segment: bool = False) -> Optional[str]
         return "a '..' component"
     if single_segment and len(parts) > 1:
         return "a path separator"
-    if any(_DEVICE_NAME_RE.match(part.rstrip(" .")) for part in parts if part):
+    if any(is_device_name(part) for part in parts if part):
         return "a device name"
     if single_segment and name in (".", ""):
         return "no file name"
     return None
+
+
+def is_device_name(segment: str) -> bool:
+    """Whether Windows opens a device for this path segment, as it reads one: what comes before the first
+    `.` (the extension does not matter: `nul.tar.gz`), without trailing spaces or a colon (`con .so`,
+    `COM1:`), is a device name."""
+    return bool(_DEVICE_NAME_RE.match(segment.split(".", 1)[0].rstrip(" :")))
 
 
 def relative_name_path(name: str) -> Path:
@@ -106,6 +115,43 @@ def not_a_regular_file_inside(root: Path, path: Path) -> Optional[str]:
     if not _is_inside(Path(os.path.realpath(root)), Path(os.path.realpath(path))):
         return "a path that leaves its folder"
     return None
+
+
+class UnsuitableFile(ValueError):
+    """A file given to be read that is not one to read: not a regular file, or too large."""
+
+
+# O_NONBLOCK: opening a FIFO must not wait for a writer (it is then refused as not a regular file).
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+_KIND_NAMES = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def read_small_regular_file(path: PathLike, limit: int) -> bytes:
+    """The bytes of the regular file at `path` (a symbolic link followed), at most `limit` of them.
+
+    Never blocks on a FIFO and never reads more than `limit` + 1 bytes (a device such as /dev/zero
+    has no end): anything else raises UnsuitableFile saying what it is. OSError when it cannot be
+    opened or read."""
+    fd = os.open(os.fspath(path), _READ_FLAGS)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KIND_NAMES if test(mode)), "not a regular file")
+            raise UnsuitableFile(f"{kind}, not a regular file")
+        pieces: List[bytes] = []
+        size = 0
+        while size <= limit:
+            piece = os.read(fd, min(1 << 16, limit + 1 - size))
+            if not piece:
+                break
+            pieces.append(piece)
+            size += len(piece)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise UnsuitableFile(f"larger than {limit:,} bytes")
+    return b"".join(pieces)
 
 
 def _first_free_path(path: Path, numbered: Callable[[int], str]) -> Path:

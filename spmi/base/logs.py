@@ -226,5 +226,14 @@ def run_guarded(prog: str, body: Callable[[], int], errors_to_stderr: bool = Fal
         return 1
     except Exception as exc:  # noqa: BLE001 - last line of defence
         log.debug("Unexpected error", exc_info=True)
-        report(f"unexpected {type(exc).__name__}: {exc} (details in the log file)")
+        log_file = log_file_in_use()
+        report(f"unexpected {type(exc).__name__}: {exc}" + (f" (details in the log file {log_file})" if log_file else ""))
         return 1
+
+
+def log_file_in_use() -> Optional[str]:
+    """The log file records go to, if there is one and writing it has not failed."""
+    for handler in log.handlers:
+        if isinstance(handler, _LogFileHandler) and not handler.failed:
+            return handler.baseFilename
+    return None

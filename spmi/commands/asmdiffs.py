@@ -26,7 +26,7 @@ from spmi.analyzer import cli as analyzer_cli
 from spmi.base import config, fsutil, logs, platforms, runner
 from spmi.base.errors import SuiteError
 from spmi.formats import details
-from spmi.reports import asm_analysis, asm_markdown, asm_model, asm_overall, html_build, noise_patterns
+from spmi.reports import asm_analysis, asm_markdown, asm_model, asm_overall, html_build, noise_patterns, significance
 from spmi.reports.asm_model import IMPROVEMENT, REGRESSION
 from spmi.sources import baseline, collection_feed
 from spmi.steps import asmdiffs_steps as steps
@@ -190,6 +190,7 @@ class CollectionDiff:
 # ---------------------------------------------------------------- the command
 
 def run_asmdiffs(args: argparse.Namespace) -> int:
+    significance.check_override_names(args.significance)
     preflight.check_inputs(args, "asmdiffs", {"-base_jit_path": args.base_jit_path,
                                               "-diff_jit_path": args.diff_jit_path})
     settings = config.resolve_settings(args, "Checked")
@@ -216,6 +217,7 @@ def run_asmdiffs(args: argparse.Namespace) -> int:
         summary_files: List[Path] = []
         if results and not flags.diff_with_release:
             summary = build_summary(job, results, collections)
+            warn_unmatched_overrides(summary)
             summary_files = write_summaries(job, summary)
             if flags.html:
                 summary_files.append(write_html_report(job, results, summary, summary_files[0]))
@@ -556,10 +558,12 @@ def example_noise_options(patterns_file: Optional[str], include_noise: bool) -> 
         return {"noise_patterns": noise_patterns.DEFAULT_PATTERNS,
                 "noise_source": noise_patterns.describe(noise_patterns.DEFAULT_PATTERNS, noise_patterns.DEFAULT_SOURCE)}
     try:
-        text = Path(patterns_file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SuiteError(f"-noise_patterns {patterns_file}: cannot read it ({exc}); give a text file of "
-                         "'line REGEX' / 'comment REGEX' entries") from None
+        text = fsutil.read_small_regular_file(patterns_file, noise_patterns.MAX_PATTERNS_FILE_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError, fsutil.UnsuitableFile) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise SuiteError(f"-noise_patterns {patterns_file}: cannot read it ({reason}); give a text file of at most "
+                         f"{noise_patterns.MAX_PATTERNS_FILE_BYTES:,} bytes of 'line REGEX' / 'comment REGEX' "
+                         "entries") from None
     patterns = tuple(noise_patterns.parse_patterns(text, f"-noise_patterns {patterns_file}"))
     return {"noise_patterns": patterns, "noise_source": noise_patterns.describe(patterns, patterns_file)}
 
@@ -658,6 +662,13 @@ def build_summary(job: Job, results: Sequence[CollectionDiff], collections: Sequ
         repro_command=steps.asmdiffs_command_line(inputs, settings.host_os),
         significance=dict(flags.significance), noise_source=flags.noise_source,
         collections=[collection_report(job, r) for r in results])
+
+
+def warn_unmatched_overrides(summary: "asm_model.AsmDiffsSummary") -> None:
+    """A warning for each `-significance` naming no metric of the collections' details."""
+    metrics = list(dict.fromkeys(m for c in summary.collections for m in c.metric_totals))
+    for line in significance.unmatched_overrides(summary.significance, metrics):
+        log.warning("Warning: %s", line)
 
 
 def describe_baseline(job: Job) -> str:

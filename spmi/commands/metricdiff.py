@@ -20,7 +20,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence, Union
 
 from spmi.base import cioutput, config, errors, fsutil, logs, runner
 from spmi.base.errors import SuiteError
@@ -220,6 +220,7 @@ def run_metricdiff(args: argparse.Namespace) -> int:
 
 def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
     kind = chosen.kind
+    signal.check_override_names(args.significance)
     preflight.check_inputs(args, kind, {"-base_jit_path": args.base_jit_path, "-diff_jit_path": args.diff_jit_path})
     settings = config.resolve_settings(args, "Release")
     if kind == TPDIFF:
@@ -282,6 +283,7 @@ def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRu
                              job.jit_options, job.report_metrics, job.pin)
     log.info("")
     log.info("%s %s", "Measuring throughput of" if job.kind == TPDIFF else "Measuring JIT metrics of", mch)
+    context_map = start_context_map(job.settings, mch) if job.kind == TPDIFF else None
     spmi_run = run_measurement(argv, job.core_root, job.options.timeout)
     replay_steps.stop_if_jit_unloadable(spmi_run, [("base JIT", job.base_jit), ("diff JIT", job.diff_jit)],
                                         job.superpmi, mch, job.core_root, job.settings)
@@ -289,7 +291,7 @@ def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRu
     if digest is None:
         return
     if job.kind == TPDIFF:
-        diff_throughput(job, mch, digest, run)
+        diff_throughput(digest, run, context_map)
     elif job.kind == METRICDIFF:
         diff_all_metrics(job.focus, mch, digest, run)
     else:
@@ -307,10 +309,9 @@ def calibrate_collection(job: MetricJob, mch: Path, work_dir: Path, result: mode
                              job.report_metrics, job.pin)
     log.info("Noise check of %s: replaying the base JIT as both sides", mch)
     spmi_run = run_measurement(argv, job.core_root, job.options.timeout)
-    outcome = None if spmi_run.timed_out or spmi_run.result is None else spmi_run.result.outcome
-    if outcome is None or superpmi_tool.interpret_exit(outcome, True, superpmi_tool.ContextCounts()).kind.has_no_data:
-        log.warning("Warning: the noise check of %s produced no data; its changes are judged by the rule alone",
-                    mch.name)
+    verdict = aa_verdict(spmi_run, job.options.timeout)
+    if verdict.kind.has_no_data:
+        no_noise_data(result, verdict.message)
         return
     digest = signal.SpreadDigest([INSTRUCTIONS] if job.kind == TPDIFF else None)
     try:
@@ -318,13 +319,31 @@ def calibrate_collection(job: MetricJob, mch: Path, work_dir: Path, result: mode
     except details.DetailsError as exc:
         if not details.is_no_data(exc):
             raise
-        log.warning("Warning: the noise check of %s produced no data (%s); its changes are judged by the rule "
-                    "alone", mch.name, exc)
+        no_noise_data(result, str(exc))
         return
     result.noise = signal.finite_spreads(digest.spreads())
+    result.noise_failed = digest.failed
+    if verdict.failed or digest.failed:
+        result.noise_problem = verdict.message if verdict.failed else "failed contexts"
+        log.warning("Warning: the noise check of %s ended with %s; %s, so its noise floor comes from the contexts "
+                    "that compiled", mch.name, result.noise_problem, report.noise_failures_text(digest.failed))
     spread = result.noise.get(job.focus, {}).get("Overall")
     if spread is not None:
         log.info("  A/A spread of %s: %s (Overall)", job.focus, signal.fmt_floor(spread))
+
+
+def aa_verdict(spmi_run: superpmi_tool.SuperpmiRun, timeout: Optional[float]) -> superpmi_tool.Verdict:
+    """How the A/A replay ended (§12.7): a timeout, a crash or a fatal error leaves no data."""
+    if spmi_run.timed_out or spmi_run.result is None:
+        return superpmi_tool.timeout_verdict(timeout or 0)
+    return superpmi_tool.interpret_exit(spmi_run.result.outcome, True, superpmi_tool.ContextCounts())
+
+
+def no_noise_data(result: model.CollectionResult, why: str) -> None:
+    """The A/A replay left nothing to measure noise with: said on the console and in the summary."""
+    result.noise_problem = why
+    log.warning("Warning: the noise check of %s produced no data (%s); its changes are judged by the rule alone",
+                result.name, why)
 
 
 def run_measurement(argv: Sequence[str], core_root: Path, timeout: Optional[float]) -> superpmi_tool.SuperpmiRun:
@@ -390,7 +409,8 @@ def read_digest(path: Path, job: MetricJob, name: str) -> Optional[model.MetricD
     return digest
 
 
-def diff_throughput(job: MetricJob, mch: Path, digest: model.MetricDigest, run: MetricDiffRun) -> None:
+def diff_throughput(digest: model.MetricDigest, run: MetricDiffRun,
+                    context_map: Optional[mcs_tool.ContextMapJob]) -> None:
     result = digest.result()
     totals = result.total(INSTRUCTIONS)
     for line in report.tpdiff_console_lines(result, INSTRUCTIONS):
@@ -398,24 +418,23 @@ def diff_throughput(job: MetricJob, mch: Path, digest: model.MetricDigest, run: 
     if totals.base == 0 or totals.diff == 0:
         log.warning("One compilation failed to produce any results")
         return
-    if any(not example.method for example in result.examples):
-        name_examples(result.examples, job.settings, mch)
+    if context_map is not None and any(not example.method for example in result.examples):
+        name_examples(result.examples, context_map.rows())
     run.collections.append(result)
 
 
-def name_examples(examples: Sequence[model.Example], settings: config.Settings, mch: Path) -> None:
-    """Release JITs measured without metrics report no method names; ask `mcs -dumpMap` and name
-    each example `<class>:<method>` from its `method name` field (docs/contracts.md §5)."""
+def start_context_map(settings: config.Settings, mch: Path) -> Optional[mcs_tool.ContextMapJob]:
+    """Release JITs measured without metrics report no method names: `mcs -dumpMap` names them,
+    started beside the replay (it reads the same collection; docs/contracts.md §5, §12.11)."""
     mcs = config.find_tool("mcs", settings, required=False)
     if mcs is None:
         log.debug("mcs not found; example contexts stay without method names")
-        return
-    result = runner.run(mcs_tool.dump_map_argv(mcs, mch), log_output=False)
-    if result.code != 0:
-        log.debug("mcs -dumpMap %s failed (%s); example contexts stay without method names", mch,
-                  result.outcome.describe())
-        return
-    rows = mcs_tool.parse_dump_map(result.stdout)
+        return None
+    return mcs_tool.ContextMapJob(mcs, mch)
+
+
+def name_examples(examples: Sequence[model.Example], rows: Mapping[int, mcs_tool.DumpMapRow]) -> None:
+    """Each unnamed example `<class>:<method>` from its map row's `method name` field."""
     for example in examples:
         row = rows.get(example.context)
         if not example.method and row is not None:
@@ -497,6 +516,8 @@ def log_significance(run: MetricDiffRun) -> None:
         log.info("No significant %s differences found (%d changes within noise)",
                  {TPDIFF: "throughput", MEMDIFF: "memory"}.get(run.kind, "metric"), quiet)
     log.info("%s", signal.rule_line(signal.run_significance(run), metrics))
+    for line in signal.unmatched_overrides(run.significance, list(dict.fromkeys(metrics + run.all_metrics()))):
+        log.warning("Warning: %s", line)
 
 
 def finish(run: MetricDiffRun, settings: config.Settings, as_json: bool) -> int:

@@ -49,6 +49,8 @@ _LOWER_IS_BETTER_METRICS = frozenset({
     "GCInfoBytes", "PerfScore", "BytesAllocated",
 })
 _HIGHER_IS_BETTER_METRICS = frozenset({"RedundantBranchesEliminated", "JumpThreadingsPerformed"})
+#: the metrics whose direction the suite knows (every other one is neutral)
+DIRECTED_METRICS = _LOWER_IS_BETTER_METRICS | _HIGHER_IS_BETTER_METRICS
 
 
 def metric_direction(name: str) -> str:
@@ -529,7 +531,7 @@ def is_no_data(error: DetailsError) -> bool:
 
 
 __all__ = [
-    "BYTES_ALLOCATED", "CODE_BYTES", "DetailsColumns", "DetailsError", "DetailsRow", "DetailsTable", "ERROR",
+    "BYTES_ALLOCATED", "CODE_BYTES", "DIRECTED_METRICS", "DetailsColumns", "DetailsError", "DetailsRow", "DetailsTable", "ERROR",
     "HIGHER_IS_BETTER", "LOWER_IS_BETTER", "MISS", "NEUTRAL", "PERFSCORE", "RESULTS", "SUCCESS",
     "concatenate", "is_no_data", "is_improvement", "metric_direction", "parse_details", "read_details_csv",
     "stream_details", "stream_details_csv",

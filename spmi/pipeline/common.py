@@ -197,7 +197,8 @@ def add_signal_options(parser: "argparse.ArgumentParser") -> None:
     parser.add_argument("--noise_check", action="store_true",
                         help="tpdiff/memdiff/metricdiff also replay the base JIT as both sides (A/A) and flag only "
                              "changes beyond 3 times the spread it measures (costs one more replay per collection)")
-    parser.add_argument("-significance", action="append", type=config.significance_override, default=[],
+    parser.add_argument("-significance", action=config.SignificanceOverrides, type=config.significance_override,
+                        default=[],
                         metavar="METRIC=PCT", help="minimum meaningful change of METRIC in %% for every diff "
                                                    "(repeatable; see superpmi.py tpdiff -h)")
 TYPE_CHOICES = ("asmdiffs", "tpdiff", "memdiff", "metricdiff", "all")

@@ -22,6 +22,7 @@ from spmi.pipeline.payload import (
     stage_payload,
     validate_payload,
 )
+from spmi.reports import significance
 from spmi.sources.baseline import check_revision
 
 log = logging.getLogger("superpmi")
@@ -80,6 +81,7 @@ def positive(value: int, flag: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     logs.setup_logging(logs.parse_log_level(args.log_level), None)
+    significance.check_override_names(args.significance)
     host_os, host_arch = resolve_host(args)
     types = pipeline.expand_types(args.type)
     flavours = pipeline.flavours_for(types)

@@ -128,9 +128,35 @@ def failure_lines(run: MetricDiffRun) -> str:
     return text
 
 
+def noise_failures_text(failed: int) -> str:
+    """How many contexts the A/A replay failed, for its line (none listed: a crashed worker's are missing)."""
+    if not failed:
+        return "no failed context is in its details (a worker that crashed leaves its contexts out)"
+    return f"{failed:,} context{'s' if failed != 1 else ''} failed in it"
+
+
+def noise_check_line(collections: Sequence[CollectionResult]) -> str:
+    """The collections whose A/A replay failed contexts or did not end cleanly, in one line ('' when none):
+    their noise floors come from fewer contexts, or (no data) they were judged by the rule alone."""
+    parts = []
+    for collection in collections:
+        if not collection.noise_failed and not collection.noise_problem:
+            continue
+        name = escape_md_inline(collection.name)
+        problem = escape_md_inline(collection.noise_problem or "failed contexts")
+        if not collection.noise:
+            parts.append(f"{name}: the A/A replay produced no data ({problem}), so it was judged by the rule alone")
+            continue
+        parts.append(f"{name}: the A/A replay ended with {problem}; {noise_failures_text(collection.noise_failed)}, "
+                     "so its noise floor comes from the contexts that compiled")
+    return f"Noise check incomplete: {'; '.join(parts)}." if parts else ""
+
+
 def significance_lines(run: MetricDiffRun, metrics: Sequence[str]) -> str:
-    """The one line stating the significance rule the summary applied (reports/significance)."""
-    return signal.rule_line(signal.run_significance(run), metrics) + "\n\n"
+    """The one line stating the significance rule the summary applied (reports/significance), and the one
+    naming the collections whose A/A replay failed contexts (`--noise_check`)."""
+    incomplete = noise_check_line(run.collections)
+    return signal.rule_line(signal.run_significance(run), metrics) + "\n\n" + (incomplete + "\n\n" if incomplete else "")
 
 
 def within_noise_section(run: MetricDiffRun, metrics: Sequence[str], rows: Sequence[str]) -> str:

@@ -164,6 +164,10 @@ class CollectionResult:
     examples: List[Example] = field(default_factory=list)
     #: the A/A spread (in %) per metric and row, when `--noise_check` measured it (reports/significance)
     noise: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    #: contexts the A/A replay failed to compile (its details CSV), and how it ended when not cleanly
+    #: (superpmi's verdict, e.g. "Compilation failures"); the summary's significance line names both
+    noise_failed: int = 0
+    noise_problem: str = ""
 
     def total(self, metric: str, row: str = "Overall") -> Totals:
         return self.totals[metric][row]
@@ -625,6 +629,12 @@ def _number_from_json(value: Any) -> Number:
     return value if isinstance(value, (int, float)) else 0
 
 
+def _count_from_json(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10 ** 12:
+        raise TypeError(f"a count of contexts must be a whole number from 0 to 10^12, not {value!r}")
+    return value
+
+
 def run_to_json(run: MetricDiffRun) -> Dict[str, Any]:
     data = asdict(run)
     data["summary_type"] = run.kind
@@ -641,7 +651,9 @@ def _collection_from_json(data: Mapping[str, Any]) -> CollectionResult:
                             base_counts=SideCounts(**data["base_counts"]),
                             diff_counts=SideCounts(**data["diff_counts"]), examples=examples,
                             noise={metric: {row: float(value) for row, value in rows.items()}
-                                   for metric, rows in data.get("noise", {}).items()})
+                                   for metric, rows in data.get("noise", {}).items()},
+                            noise_failed=_count_from_json(data.get("noise_failed", 0)),
+                            noise_problem=str(data.get("noise_problem", "")))
 
 
 def _build_from_json(data: Optional[Mapping[str, Any]]) -> Optional[BuildRecord]:

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from itertools import compress
 from operator import and_, gt, mul, sub
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from spmi.base.columns import in_order_sum
+from spmi.base.errors import SuiteError
 from spmi.formats import details
 from spmi.reports.metric_model import (
     INSTRUCTIONS,
@@ -48,6 +49,39 @@ RULES: Dict[str, float] = {
 }
 #: every other metric (counters such as CseCount, InlineCount, loops)
 OTHER_METRICS_RULE = 0.1
+#: the metric names the suite itself knows (its rules, and the metrics with a direction), for spelling
+#: checks only: the metrics of a run are those its details CSV reports (docs/contracts.md §3.2.6)
+NAMED_METRICS = frozenset(RULES) | details.DIRECTED_METRICS
+
+
+def _same_but_case(name: str, known: Iterable[str]) -> Optional[str]:
+    """The known name `name` matches when case is ignored, if it is not itself known."""
+    return next((k for k in sorted(known) if k.lower() == name.lower() and k != name), None)
+
+
+def check_override_names(overrides: Sequence[Tuple[str, float]]) -> None:
+    """Refuse, before a run, an override naming a metric the suite knows in another case (`Instructions`):
+    metric names are case-sensitive, and the override would apply to nothing."""
+    for name, pct in overrides:
+        known = _same_but_case(name, NAMED_METRICS)
+        if known is not None:
+            raise SuiteError(f"-significance {name}={pct:g}: no metric is named '{name}' (names are "
+                             f"case-sensitive); did you mean '{known}'?")
+
+
+def unmatched_overrides(overrides: Mapping[str, float], metrics: Sequence[str]) -> List[str]:
+    """One warning line per override that names none of the run's `metrics` (nor a metric of the suite's
+    rules, which a command of another kind would judge): it applied to nothing."""
+    lines = []
+    for name, pct in overrides.items():
+        if name in metrics or name in NAMED_METRICS:
+            continue
+        near = _same_but_case(name, metrics)
+        hint = f"; did you mean '{near}'?" if near else ""
+        listed = ", ".join(metrics) if metrics else "none"
+        lines.append(f"-significance {name}={pct:g} applied to nothing: no metric '{name}' in this run{hint} "
+                     f"(its metrics: {listed})")
+    return lines
 
 
 def direction(metric: str) -> str:
@@ -232,12 +266,14 @@ class SpreadDigest:
     def __init__(self, metrics: Optional[Sequence[str]]) -> None:
         self.metrics: Optional[List[str]] = list(metrics) if metrics is not None else None
         self.sums: Dict[str, Dict[str, SpreadSums]] = {}
+        self.failed = 0  # rows where a side did not succeed: contexts the A/A replay failed
 
     def add(self, table: Any) -> None:
         if self.metrics is None:
             self.metrics = [m for m in table.metric_names if m not in table.synthesized_metrics]
         columns = table.columns
         succeeded = success_mask(columns)
+        self.failed += len(succeeded) - sum(succeeded)
         masks = {"MinOpts": bytes(map(and_, succeeded, columns.minopts)),
                  "FullOpts": bytes(map(gt, succeeded, columns.minopts))}
         for metric in self.metrics:

@@ -5,9 +5,11 @@ backoff, the redirect policy, and the error kinds.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import re
+import socket
 import time
 import urllib.parse
 from contextlib import contextmanager
@@ -240,6 +242,9 @@ def _request_with_retries(session, method: str, url: str, retry: RetryPolicy, wh
         except _transient_exceptions() as exc:
             problem = _describe_exception(exc)
             unreachable = _is_connection_failure(exc)
+            if never_connected(exc):
+                raise StorageUnreachable(f"{what} failed: storage cannot be reached ({problem}): {redact(url)}; "
+                                         "check the network and -storage_url") from None
         failures += 1
         if failures >= retry.attempts:
             kind = StorageUnreachable if unreachable else StorageError
@@ -271,6 +276,22 @@ def _read_small_body(response, url: str, deadline: float) -> bytes:  # type: ign
         if time.monotonic() - started > deadline:
             raise _SlowSmallBody(f"the body took longer than {deadline:g} s")
         pieces.append(piece)
+
+
+def never_connected(exc: BaseException) -> bool:
+    """No connection was made at all: the host name does not resolve, or the connection was
+    refused or has no route. Retrying that only delays the answer (an offline machine, a wrong
+    -storage_url), so it is final at once; a connect *timeout*, a reset or a cut body is not.
+    docs/contracts.md §12.21."""
+    import urllib3.exceptions
+    for cause in _causes(exc):
+        if isinstance(cause, urllib3.exceptions.NewConnectionError):
+            return True
+        if isinstance(cause, (socket.gaierror, ConnectionRefusedError)):
+            return True
+        if isinstance(cause, OSError) and cause.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+            return True
+    return False
 
 
 def _is_connection_failure(exc: BaseException) -> bool:
@@ -345,17 +366,24 @@ def _describe_exception(exc: BaseException) -> str:
 
 
 def _root_os_error(exc: BaseException) -> Optional[OSError]:
+    for cause in _causes(exc):
+        if isinstance(cause, OSError) and cause.errno is not None and cause.strerror:
+            return cause
+    return None
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and what it wraps, outermost first (requests and urllib3 wrap the OS error in
+    `reason`, the first argument, `__cause__` or `__context__`)."""
     seen: Set[int] = set()
     current: Optional[BaseException] = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, OSError) and current.errno is not None and current.strerror:
-            return current
+        yield current
         reason = getattr(current, "reason", None)
         first_arg = current.args[0] if current.args and isinstance(current.args[0], BaseException) else None
         current = (reason if isinstance(reason, BaseException) else None) or current.__cause__ \
             or current.__context__ or first_arg
-    return None
 
 
 MAX_LISTING_PAGES = 1000  # 5 million names at 5000 a page (docs/contracts.md §12.21)

@@ -6,6 +6,7 @@ treats any non-zero exit as failure and checks that the expected output exists.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple, Union
@@ -173,3 +174,37 @@ def _first_error(output: str) -> str:
         if line.strip().startswith("ERROR:"):
             return line.strip()
     return ""
+
+
+# ---------------------------------------------------------------- the context map, beside another run
+
+class ContextMapJob:
+    """`mcs -dumpMap <mch>` started now in a thread of its own, its rows taken later (`rows`).
+
+    tpdiff starts it beside the measured replay, which needs the same collection but not the map:
+    the map then costs no wall time of its own (docs/contracts.md §12.11). A failure leaves the
+    contexts unnamed (logged at debug), never the run. On Ctrl-C or SIGTERM the guarded entry stops
+    every child, this one included; the thread is a daemon and holds nothing else."""
+
+    def __init__(self, mcs: PathLike, mch: PathLike) -> None:
+        self.argv = dump_map_argv(mcs, mch)
+        self._rows: Optional[Dict[int, DumpMapRow]] = None
+        self._thread = threading.Thread(target=self._run, name="mcs-dumpMap", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            result = runner.run(self.argv, log_output=False)
+        except SuiteError as exc:
+            log.debug("mcs -dumpMap %s could not run (%s); contexts stay without method names", self.argv[-1], exc)
+            return
+        if result.code != 0:
+            log.debug("mcs -dumpMap %s failed (%s); contexts stay without method names", self.argv[-1],
+                      result.outcome.describe())
+            return
+        self._rows = parse_dump_map(result.stdout)
+
+    def rows(self) -> Dict[int, DumpMapRow]:
+        """The map's rows by context number once mcs has finished (empty when it failed)."""
+        self._thread.join()
+        return self._rows or {}
