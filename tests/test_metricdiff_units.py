@@ -21,8 +21,6 @@ from spmi.storage import archives
 from spmi.tools import mcs, pintools
 from spmi.tools.superpmi_tool import JitPairOptions, RunOptions, SuperpmiInvocation
 
-pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
-
 RED = '<span style="color:red">'
 GREEN = '<span style="color:green">'
 HEADER = ("Context,Context size,Method full name,Tier name,Base result,Diff result,MinOpts,Has diff,"
