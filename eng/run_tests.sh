@@ -16,9 +16,8 @@ OLDEST=3.9
 
 find_python() {  # the newest installed patch release of one minor version
     local minor=$1 root found=""
-    if root=$(pyenv root 2>/dev/null); then
-        found=$(ls -d "$root"/versions/"$minor".*/bin/python 2>/dev/null | sort -V | tail -n 1 || true)
-    fi
+    root=$(pyenv root 2>/dev/null || echo "${PYENV_ROOT:-$HOME/.pyenv}")
+    found=$(ls -d "$root"/versions/"$minor".*/bin/python 2>/dev/null | sort -V | tail -n 1 || true)
     if [ -z "$found" ]; then
         found=$(command -v "python$minor" || true)
     fi
