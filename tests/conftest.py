@@ -3,12 +3,14 @@
 The repository root is put on sys.path so tests import the top-level scripts
 exactly as `python superpmi.py` would find them.
 
-A run writes only under `.pytest_tmp/` in the checkout (gitignored): pytest's
-`tmp_path` folders under `.pytest_tmp/run/` (unless `--basetemp` says otherwise),
-and everything that asks the system for a temporary folder (the suite's scratch
-folders, the sample tools, Azurite, Chromium and Playwright profiles) under
-`.pytest_tmp/tmp-<worker>/`, through `TMPDIR`. A passing run removes both; a
-failing one leaves them to look at, until the next run.
+A run writes only under `.pytest_tmp/` in the checkout (gitignored), never in `/tmp`:
+pytest's numbered folders go there (`PYTEST_DEBUG_TEMPROOT`, unless `--basetemp` or the
+variable says otherwise; runs side by side each get their own), and each test process
+sets `TMPDIR` to a folder of its own there for everything that asks the system for a
+temporary folder (the suite's scratch folders, the sample tools, Azurite, Chromium and
+Playwright profiles), removed when its session ends. A passing run removes its base
+folder (`tmp_path_retention_policy = failed` in setup.cfg); after a failure it stays, and
+pytest keeps the last three.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -26,44 +29,34 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 RUN_FILES = REPO_ROOT / ".pytest_tmp"
-_OWN_FOLDERS = pytest.StashKey[list]()
-_PASSED = pytest.StashKey[bool]()
-
-
-def _worker_name(config: pytest.Config) -> str:
-    """`gw0`, `gw1`, ... in a pytest-xdist worker; `main` in a run without workers or its controller."""
-    workerinput = getattr(config, "workerinput", None)
-    return str(workerinput["workerid"]) if workerinput else "main"
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """Before pytest makes its temporary folders: theirs under `.pytest_tmp/run/`, the system's under
-    `.pytest_tmp/tmp-<worker>/` for this process and every child it starts."""
-    owned = []
-    if config.option.basetemp is None:  # an xdist worker gets its own below the controller's
-        config.option.basetemp = str(RUN_FILES / "run")
-        owned.append(Path(config.option.basetemp))
-    scratch = RUN_FILES / f"tmp-{_worker_name(config)}"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
+    """Before pytest makes its base folder: under `.pytest_tmp/` (xdist workers inherit it)."""
+    if not os.environ.get("PYTEST_DEBUG_TEMPROOT"):
+        RUN_FILES.mkdir(exist_ok=True)
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(RUN_FILES)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def system_temp_in_the_checkout() -> Iterator[Path]:
+    """`TMPDIR` (and Python's cached temp folder) for this process and every child it starts, set
+    before any other fixture runs: `.pytest_tmp/tmp-<pid>` (short, for the Unix sockets made in it),
+    removed when the session ends."""
+    scratch = RUN_FILES / f"tmp-{os.getpid()}"
+    scratch.mkdir(parents=True, exist_ok=True)
+    saved = os.environ.get("TMPDIR")
     os.environ["TMPDIR"] = tempfile.tempdir = str(scratch)
-    owned.append(scratch)
-    config.stash[_OWN_FOLDERS] = owned
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """A passing run leaves nothing behind; a failing one keeps its files for a look."""
-    if not config.stash.get(_PASSED, False):
-        return
-    for folder in config.stash.get(_OWN_FOLDERS, []):
-        shutil.rmtree(folder, ignore_errors=True)
-    if RUN_FILES.is_dir() and not any(RUN_FILES.iterdir()):
-        RUN_FILES.rmdir()
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    session.config.stash[_PASSED] = exitstatus == 0
+    try:
+        yield scratch
+    finally:
+        tempfile.tempdir = None
+        if saved is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
