@@ -25,8 +25,9 @@ The analyzer lives in `spmi/analyzer/` (see docs/architecture.md):
 Suite extensions beyond jit-analyze (none changes the output of a run that does not use them),
 listed by `-h`: comma lists in `--metrics`; `--override-total-base-metric CodeSize=123` (per metric,
 repeatable; a bare number still applies to every requested metric); `--md-per-metric DIR`; the
-pre-2023 option spellings; release-JIT listings (§7.5) reported as such instead of as 0-byte
-methods, and the 2026 release footer counted for CodeSize only; `--parallelism N` (default: the CPUs).
+pre-2023 option spellings; `--report-release-listings`: release-JIT listings (§7.5) reported as such
+instead of as 0-byte methods, and the 2026 release footer counted for CodeSize only (without it they are
+read as jit-analyze reads them); `--parallelism N` (default: the CPUs).
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from spmi.base import logs
+from spmi.base import logs, usage
 from spmi.base.config import ArgumentParser
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.workitem import config_from_args, run_work_item
@@ -33,6 +33,7 @@ from spmi.pipeline.workitem import config_from_args, run_work_item
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog=pipeline.DRIVER_SCRIPT, description=__doc__.splitlines()[0])
+    usage.add_version(parser)
     parser.add_argument("-base_jit_directory", required=True, help="baseline JITs: <dir>/checked, <dir>/release")
     parser.add_argument("-diff_jit_directory", required=True, help="diff JITs: <dir>/checked, <dir>/release")
     parser.add_argument("-log_directory", required=True, help="where results go (the Helix upload root)")

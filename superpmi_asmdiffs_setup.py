@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from spmi.base import logs
+from spmi.base import logs, usage
 from spmi.base.config import ArgumentParser, int_between, positive_int
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.setup import run
@@ -38,6 +38,7 @@ SCRIPT_DIR = Path(__file__).resolve().parent
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog=pipeline.SETUP_SCRIPT, description=__doc__.splitlines()[0])
+    usage.add_version(parser)
     parser.add_argument("-source_directory", default=str(SCRIPT_DIR),
                         help="directory holding the suite's scripts (default: this script's)")
     parser.add_argument("-product_directory", required=True,
@@ -88,6 +89,10 @@ def build_parser() -> ArgumentParser:
                         help="collection bytes per work item for -work_items_per_target auto "
                              f"(default: {pipeline.AUTO_BYTES_PER_WORK_ITEM})")
     parser.add_argument("-log_level", default="info", help="console level (default: info)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="with --run_locally: show everything (staging, the pipeline variables, the summarize "
+                             "step's output); without it a local run prints one line per work item and the overall "
+                             "pages (in CI everything is shown)")
     history = parser.add_argument_group("history (with --run_locally; docs/history.md)")
     history.add_argument("--history_upload", action="store_true",
                          help="the summarize step records each platform's results as a main-branch run in storage "

@@ -26,7 +26,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from spmi.base import logs
+from spmi.base import logs, usage
 from spmi.base.config import ArgumentParser
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.history_step import add_history_options
@@ -35,6 +35,7 @@ from spmi.pipeline.summarize import DEFAULT_ARTIFACT, run
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog=pipeline.SUMMARIZE_SCRIPT, description=__doc__.splitlines()[0])
+    usage.add_version(parser)
     parser.add_argument("-diff_summary_dir", required=True, help="directory holding the work items' results")
     parser.add_argument("-arch", required=True, help="host arch of the Helix queue (x64 or x86)")
     parser.add_argument("-platform", required=True, help="host OS of the Helix queue (e.g. windows)")

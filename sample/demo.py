@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Make a sample toolchain and run `superpmi.py asmdiffs` on it, natively and for one cross target.
 
-    python sample/demo.py [--out DIR] [--contexts N] [--noise]
+    python sample/demo.py [--out DIR] [--contexts N] [--noise | --history]
 
 The console shows each run's progress and where its summaries are, then the next
 steps: the files to open, a flag to try, the pipeline on this toolchain. Everything
@@ -10,14 +10,22 @@ goes below --out (default `demo/` in the repository), which is safe to delete.
 --noise makes the toolchain's JITs and pintool vary run to run (`make_toolchain.py --noise`,
 `DEMO_NOISE`) and adds a `memdiff --noise_check` run: the summary flags only changes beyond the
 noise floor an A/A replay measures, and the pipeline commands pass `--noise_check` on.
+
+--history keeps a history without Azure: five tpdiff main runs whose diff JIT is the base JIT
+(their changes are the toolchain's noise only) recorded in a folder (`-storage_url <folder>`),
+then one PR whose diff JIT executes 1% more instructions, judged against them; it prints the
+verdicts and the trend page's path.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import List, Optional, Sequence
 
@@ -25,6 +33,11 @@ REPO = Path(__file__).resolve().parent.parent
 HOST_JITS = {"x64": "libclrjit.so", "arm64": "libclrjit_universal_arm64_x64.so"}
 #: run-to-run noise of `--noise`: PIN counts ±0.004 % and BytesAllocated ±3 % per compile
 DEMO_NOISE = ["--noise", "instructions=0.004", "--noise", "BytesAllocated=3", "--noise_seed", "1"]
+#: `--history`: PIN counts ±0.2 % per compile, so that main's runs visibly differ; how many main runs
+HISTORY_NOISE = ["--noise", "instructions=0.2", "--noise_seed", "1"]
+HISTORY_MAIN_RUNS = 5
+#: the PR of `--history`: its diff JIT executes this many times the base's instructions
+HISTORY_PR_FACTOR = 1.025
 
 
 def make_toolchain(out: Path, contexts: int, noise: bool = False) -> None:
@@ -152,13 +165,89 @@ def run_demo(out: Path, contexts: int, noise: bool = False) -> int:
     return status
 
 
+def superpmi(*args: object) -> List[str]:
+    return [sys.executable, str(REPO / "superpmi.py"), *map(str, args)]
+
+
+def tpdiff_command(toolchain: Path, diff_jit: Path, spmi_location: Path) -> List[str]:
+    """tpdiff of the release base JIT against `diff_jit` for linux-x64, with a JSON summary for history."""
+    return superpmi("tpdiff", "-target_os", "linux", "-target_arch", "x64", "-arch", "x64",
+                    "-core_root", toolchain / "core_root",
+                    "-base_jit_path", toolchain / "release" / "base" / HOST_JITS["x64"], "-diff_jit_path", diff_jit,
+                    "-mch_files", collection_dir(toolchain, "x64"), "-pin_path", toolchain / "pintools" / "1.0" / "linux",
+                    "-spmi_location", spmi_location, "--summary_as_json", "--no_progress")
+
+
+def run_time(days_ago: int) -> str:
+    moment = datetime.now(timezone.utc) - timedelta(days=days_ago)
+    return moment.strftime("%Y%m%dT%H%M%SZ")
+
+
+def slower_jit(toolchain: Path, folder: Path) -> Path:
+    """The PR's diff JIT: the release JIT with the toolchain's noise, executing HISTORY_PR_FACTOR as much."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from sample.make_toolchain import make_jit
+    from sample.noise import NoiseConfig
+    noise = json.loads((toolchain / "toolchain.json").read_text(encoding="utf-8"))["noise"]
+    return make_jit(folder / HOST_JITS["x64"], "linux", "x64", flavor="release", tp_factor=HISTORY_PR_FACTOR,
+                    noise=NoiseConfig(noise["noise"], noise["noise_seed"], noise["noise_runs"]))
+
+
+def run_history_demo(out: Path, contexts: int) -> int:
+    """Main runs recorded in a folder, one PR judged against them, the trend page."""
+    toolchain = out / "toolchain-history"
+    if not (toolchain / "core_root").is_dir():
+        print(f"Making a sample toolchain in {toolchain} (PIN counts with run-to-run noise) ...", flush=True)
+        subprocess.run([sys.executable, str(REPO / "sample" / "make_toolchain.py"), str(toolchain), "--contexts",
+                        str(contexts), "--targets", "linux-x64", "--collections", "libraries.pmi,aspnet.run"]
+                       + HISTORY_NOISE, check=True, stdout=subprocess.DEVNULL)
+    store, runs = out / "history", out / "history-runs"
+    for folder in (store, runs):
+        shutil.rmtree(folder, ignore_errors=True)
+    base = toolchain / "release" / "base" / HOST_JITS["x64"]
+    for index in range(1, HISTORY_MAIN_RUNS + 1):
+        print(f"\n=== main run {index} of {HISTORY_MAIN_RUNS}: tpdiff (the diff JIT is the base JIT: noise only), "
+              f"recorded in {store}", flush=True)
+        (runs / f"main{index}").mkdir(parents=True)
+        same = Path(shutil.copy2(base, runs / f"main{index}" / base.name))
+        spmi_location = runs / f"main{index}" / "spmi"
+        if subprocess.run(tpdiff_command(toolchain, same, spmi_location), stdout=subprocess.DEVNULL).returncode:
+            return 1
+        upload = superpmi("history", "upload", "-summaries", spmi_location / "tpdiff_summary.json", "-storage_url",
+                          store, "-run_time", run_time(HISTORY_MAIN_RUNS + 1 - index), "-diff_git_hash", f"{index:07x}")
+        if subprocess.run(upload).returncode:
+            return 1
+    print(f"\n=== the PR: tpdiff of a diff JIT that executes {HISTORY_PR_FACTOR:g} times the instructions", flush=True)
+    pr_jit = slower_jit(toolchain, runs / "pr")
+    pr_summary = runs / "pr" / "spmi" / "tpdiff_summary.json"
+    if subprocess.run(tpdiff_command(toolchain, pr_jit, pr_summary.parent), stdout=subprocess.DEVNULL).returncode:
+        return 1
+    print("\n=== history compare: the PR's change against the main runs", flush=True)
+    status = subprocess.run(superpmi("history", "compare", "-summaries", pr_summary, "-storage_url", store)).returncode
+    page = store / "trend.html"
+    show = superpmi("history", "show", "-summaries", pr_summary, "-storage_url", store, "-output_html_path", page)
+    status = status or subprocess.run(show, stdout=subprocess.DEVNULL).returncode
+    print("\n".join(["", f"Trend page: {page}",
+                     "  Open it in a browser: a chart per collection, the fence band that decides, the PR's square.",
+                     "  Try: " + shown(superpmi("history", "list", "-storage_url", store)),
+                     f"  More: {REPO / 'docs' / 'history.md'}"]), flush=True)
+    return status
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "demo"), help="where to put the toolchain and results")
     parser.add_argument("--contexts", type=int, default=2000, help="contexts per collection")
-    parser.add_argument("--noise", action="store_true",
-                        help="JITs and pintool with run-to-run noise, plus a memdiff --noise_check run")
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--noise", action="store_true",
+                      help="JITs and pintool with run-to-run noise, plus a memdiff --noise_check run")
+    kind.add_argument("--history", action="store_true",
+                      help="history in a local folder: a few noisy tpdiff main runs, one PR judged against them, "
+                           "the trend page (at most 300 contexts per collection)")
     args = parser.parse_args(argv)
+    if args.history:
+        return run_history_demo(Path(args.out).resolve(), min(args.contexts, 300))
     return run_demo(Path(args.out).resolve(), args.contexts, args.noise)
 
 

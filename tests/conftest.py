@@ -170,3 +170,32 @@ def sample_chain(tmp_path_factory):
 def sample_chain_mch(sample_chain) -> Path:
     """The linux-x64 `libraries.pmi` collection of `sample_chain`."""
     return sample_chain.collection("linux-x64", "libraries.pmi")
+
+
+# ---------------------------------------------------------------- GitHub's REST contract (Prism)
+
+@pytest.fixture(scope="session")
+def github_contract(tmp_path_factory):
+    """Prism, as a validating proxy built from GitHub's own REST description (the bot's operations cut
+    out of `@octokit/openapi`), in front of a stateful loopback GitHub (tests/github_contract.py).
+
+    Fails (never skips) when the Node tools are missing: run `npm ci` in the repository."""
+    from github_contract import ContractToolsMissing, FakeGitHub, GitHubContract, cut_description, start_prism
+    folder = tmp_path_factory.mktemp("github_contract")
+    try:
+        description = cut_description(folder / "github-bot-operations.json")
+    except (ContractToolsMissing, FileNotFoundError) as exc:
+        pytest.fail(f"{exc}; run `npm ci` in the repository", pytrace=False)
+    fake = FakeGitHub(description)
+    try:
+        try:
+            prism = start_prism(folder / "github-bot-operations.json", fake.url)
+        except ContractToolsMissing as exc:
+            pytest.fail(str(exc), pytrace=False)
+        fake.public_url = prism.url
+        try:
+            yield GitHubContract(prism, fake, description)
+        finally:
+            prism.stop()
+    finally:
+        fake.stop()

@@ -14,7 +14,7 @@ PACKAGE = REPO / "spmi"
 # that this file does not match its own search
 FOREIGN_DOCUMENT = re.compile("CONTRA" + r"CTS|\.\./" + "shared")
 ENTRY_SCRIPTS = {"superpmi", "jitutil", "jitrollingbuild", "jitanalyze", "superpmi_asmdiffs_setup",
-                 "superpmi_asmdiffs", "superpmi_asmdiffs_summarize"}
+                 "superpmi_asmdiffs", "superpmi_asmdiffs_summarize", "superpmi_pr_bot"}
 
 
 def layering_rules(text: str) -> Dict[str, Set[str]]:

@@ -74,13 +74,17 @@ def test_diffs_produce_listings_analysis_and_summaries(capsys, sample_toolchain,
     assert (asm / "asm_diffs.diff").stat().st_size > 0
     long_text = (tmp_path / "diff_summary.md").read_text()
     short_text = (tmp_path / "diff_short_summary.md").read_text()
-    assert long_text.startswith("Diffs are based on ")
+    verdict, rest = long_text.split("\n\n", 1)  # the verdict line first, then §12.10 item 1
+    assert re.fullmatch(r"linux x64: \d+ of 120 contexts with diffs, .* bytes \(.*\), PerfScore .*; no failures",
+                        verdict), verdict
+    assert rest.startswith("Diffs are based on ") and short_text.startswith(verdict + "\n\n")
+    assert re.sub(r"<[^>]+>", "", verdict) in out.strip().splitlines()[-1]  # the console ends with it
     assert "<summary>Example diffs</summary>" in long_text and "```diff" in long_text
     assert "#### jit-analyze output" in long_text
     assert "python superpmi.py asmdiffs -arch x64 -target_os linux -target_arch x64" in long_text
     assert f"-mch_files {mch}" in long_text
     assert re.search(r"superpmi -c \d+ -jitoption force JitEnableNoWayAssert=1", long_text)
-    assert short_text.startswith("Diffs are based on ") and "Example diffs" not in short_text
+    assert short_text[len(verdict) + 2:].startswith("Diffs are based on ") and "Example diffs" not in short_text
     assert "Asm diffs in 1 MCH files:" in out and "Summary Markdown file" in out
     # a second run keeps the first run's outputs
     code, out = asmdiffs(capsys, sample_toolchain, tmp_path, "-mch_files", str(mch), "-tag", "run 2")
@@ -110,8 +114,9 @@ def test_asserts_fail_the_run_and_top_the_summary(capsys, sample_toolchain, faul
     assert code == 1
     assert "Compilation failures" in out and "=== Assertion #1/" in out
     assert "Repro 4 .mc file(s) created for failures:" in out and (tmp_path / "repro.asserts").is_dir()
-    last = out.strip().splitlines()[-1]
-    assert "asmdiffs failed for 1 of 2 collections (asserts.mch: Compilation failures)" in last
+    last = out.strip().splitlines()[-3:]  # the error, a blank line, the verdict line
+    assert "asmdiffs failed for 1 of 2 collections (asserts.mch: Compilation failures)" in last[0]
+    assert re.search(r"linux x64: .*; replay problems in 1 of 2 collections$", last[2]), last
     summary = (tmp_path / "diff_summary.md").read_text()
     assert summary.index("Replay problems") < summary.index("Diffs are based on")
     assert "Asserts (identical ones grouped; a context asserting in both JITs is two hits):" in summary

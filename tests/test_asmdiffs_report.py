@@ -360,6 +360,10 @@ def test_additions_leave_the_contract_sections_intact(summary_02):
     golden = expected_02()
     head = golden[:golden.index("\n<details>\n<summary>Example diffs")]
     tail = golden[len(head):]
+    # the one addition before item 1: the verdict line
+    verdict = full[:full.index("\n\n") + 2]
+    assert verdict.startswith("linux riscv64: 10,193 of 12,734 contexts with diffs, ") and "; no failures" in verdict
+    full = full[len(verdict):]
     assert full.startswith(head) and full.endswith(tail)
     extras = full[len(head):len(full) - len(tail)]
     assert extras.startswith("\n**Impact by collection**")
@@ -426,7 +430,8 @@ def test_no_diffs_long_and_short():
     assert "Size improvements" not in long and "#### Context information" in long
     assert "|a.mch|10|10|0|0 (0.00%)|0 (0.00%)|\n|b.mch|0|0|0|0 (N/A)|0 (N/A)|\n||10|10|0|0 (0.00%)|0 (0.00%)|" in long
     assert render_short(summary, RenderOptions(additions=False)) == ""
-    assert render_short(summary) == "No diffs found in 2 collections (10 contexts diffed).\n"
+    assert render_short(summary) == ("linux x64: no diffs in 10 contexts; no failures\n\n"
+                                     "No diffs found in 2 collections (10 contexts diffed).\n")
 
 
 def failing_summary() -> AsmDiffsSummary:
@@ -447,7 +452,10 @@ def failing_summary() -> AsmDiffsSummary:
 def test_failures_box_comes_first_and_is_not_collapsed():
     summary = failing_summary()
     for text in (render_long(summary), render_short(summary)):
-        box = text[:text.index("Diffs are based on") if "Diffs are based on" in text else text.index("No diffs found")]
+        verdict, box = text.split("\n\n", 1)
+        assert verdict == ('linux x64: no diffs in 18 contexts; <span style="color:red">replay problems in 2 of 4 '
+                           'collections</span>')
+        box = box[:box.index("Diffs are based on") if "Diffs are based on" in box else box.index("No diffs found")]
         assert box.startswith('**<span style="color:red">Replay problems</span>** in 2 of 4 collections: '
                               "1 failed, JIT asserts in 3 contexts, no data for 1 collection, missing data in 1 collection.")
         assert "<details>" not in box
@@ -533,7 +541,13 @@ def test_merged_rendering_order():
     assert [s.platform for s in merged.platforms] == ["linux arm64", "linux x64", "windows x64"]
     text = render_overall(merged, artifact="Asmdiffs_summary.zip", title="ASM diffs generated on windows x64")
     assert text.startswith("# ASM diffs generated on windows x64\n\n"
-                           '**<span style="color:red">Replay problems</span>** in 1 of 5 collections: 1 failed.')
+                           "linux arm64: no diffs in 1,000 contexts; no failures\n\n"
+                           "linux x64: 20 of 2,000 contexts with diffs, ")  # one verdict line per platform first
+    assert ('\n\nwindows x64: 20 of 2,000 contexts with diffs, <span style="color:red">+890</span> bytes '
+            '(<span style="color:red">+0.45%</span>), PerfScore <span style="color:green">-0.01%</span>; no failures\n\n'
+            '**<span style="color:red">Replay problems</span>** in 1 of 5 collections: 1 failed.') in text
+    assert 'linux x64: 20 of 2,000 contexts with diffs, <span style="color:green">-1,010</span> bytes' in text
+    assert '; <span style="color:red">replay problems in 1 of 2 collections</span>\n\nwindows x64' in text
     assert "|linux x64|l1.mch|" in text[:text.index("**Impact by collection**")]
     impact = text[text.index("**Impact by collection**"):text.index("## linux arm64")]
     order = [re.match(r"\|([^|]+)\|([^|]+)\|", line).groups() for line in impact.splitlines()
@@ -552,7 +566,9 @@ def test_merged_rendering_without_any_diffs_says_so():
     merged = summaries.merge_summaries([platform("linux", "x64", [collection("a.mch", 0)]),
                                      platform("osx", "arm64", [collection("b.mch", 0)])])
     text = render_overall(merged)
-    assert text.startswith("No diffs found on any platform (2 platforms, 2 collections).\n\n")
+    assert text.startswith("linux x64: no diffs in 1,000 contexts; no failures\n\n"
+                           "osx arm64: no diffs in 1,000 contexts; no failures\n\n"
+                           "No diffs found on any platform (2 platforms, 2 collections).\n\n")
     assert "## linux x64\n\nNo diffs" in text and "## osx arm64\n\nNo diffs" in text
     assert "Impact by collection" not in text
 
@@ -583,7 +599,9 @@ def test_budgets_hold_for_a_huge_diff_set():
     text = render_overall(merged, artifact="Asmdiffs_x64.zip")
     assert measure_bytes(text) <= 1024 * 1024
     assert "**Truncated:** the example diffs of" in text and "see the artifact `Asmdiffs_x64.zip`" in text
-    assert text.startswith('**<span style="color:red">Replay problems</span>**')
+    verdicts = text[:text.index("**")]
+    assert verdicts.count("\n\n") == len(merged.platforms) and "contexts with diffs" in verdicts
+    assert text[len(verdicts):].startswith('**<span style="color:red">Replay problems</span>**')
     assert text.count("|c0.linux.x64.mch|") >= 2  # failures box and impact table
     impact = text[text.index("**Impact by collection**"):text.index("## ")]
     assert impact.count("\n|") == 2 + 50
@@ -669,7 +687,11 @@ def test_other_metrics_table_lists_every_changed_metric_column():
     assert "<summary>Other metrics (3 metrics changed)</summary>" in text
     assert '|GCInfoBytes|a.mch|100|90|<span style="color:green">-10.00%</span>|' in text
     assert "|GCInfoBytes|b.mch|50|50|0.00%|" in text
-    assert '|EHClauseCount|b.mch|4|5|<span style="color:red">+25.00%</span>|' in text
+    assert "|EHClauseCount|b.mch|4|5|+25.00%|" in text  # a neutral counter: no colour (colour is direction)
+    higher = asm_markdown.other_metrics_section([CollectionReport("h.mch", metric_totals={
+        "RedundantBranchesEliminated": [10, 12], "JumpThreadingsPerformed": [10, 9]})])
+    assert '|RedundantBranchesEliminated|h.mch|10|12|<span style="color:green">+20.00%</span>|' in higher
+    assert '|JumpThreadingsPerformed|h.mch|10|9|<span style="color:red">-10.00%</span>|' in higher
     assert "|ReadOnlyDataBytes|b.mch|0|8|+∞|" in text
     assert "ActualCodeBytes" not in text and "PerfScore" not in text
     assert asm_markdown.other_metrics_section([CollectionReport("c.mch")]) == ""

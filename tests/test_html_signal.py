@@ -34,13 +34,18 @@ def test_verdicts_come_from_the_significance_rules() -> None:
 
 def test_metrics_section_is_escaped_and_marks_flagged_rows() -> None:
     page = render_html(report_with_metrics())
-    section = page.split('<section id="metrics">')[1].split("</section>")[0]
-    assert "<strong>2</strong> flagged, <strong>1</strong> within noise" in section
+    section = page.split('<section id="metrics" class="significant-only">')[1].split("</section>")[0]
+    assert "<strong>2</strong> flagged (⚑), <strong>1</strong> within noise" in section
     assert section.count('data-flagged="1"') == 2 and section.count('data-flagged="0"') == 2
     assert "</script><script>" not in section and "&lt;/script&gt;" in section
     assert "±0.004%" in section and "any change" in section
-    assert 'id="f-significant"' in section
-    assert '<section id="metrics">' not in render_html(make_report())  # nothing judged: no section
+    assert 'id="f-significant" type="checkbox" checked' in section  # "significant only" on by default
+    # significance is its own mark, colour is direction: GCInfoBytes 100 -> 90 is green, PerfScore up is red
+    assert '<td class="num good">-10.00%</td><td class="verdict flag">⚑ significant</td>' in section
+    assert '<td class="num bad">+16.67%</td><td class="verdict flag">⚑ significant</td>' in section
+    assert '<td class="num bad">+0.40%</td><td class="verdict">within noise</td>' in section
+    assert '<section id="metrics"' not in render_html(make_report())  # nothing judged: no section
+    assert page.index('<section id="explorer">') < page.index('<section id="metrics"')  # after the contexts
 
 
 def test_significant_only_filter_in_the_browser(browser_context, tmp_path: Path) -> None:  # noqa: F811
@@ -50,10 +55,11 @@ def test_significant_only_filter_in_the_browser(browser_context, tmp_path: Path)
         page = seen.page
         rows = "#metric-table tbody tr"
         assert page.locator(rows).count() == 4
-        assert len([r for r in page.query_selector_all(rows) if r.is_visible()]) == 4
-        page.check("#f-significant")
+        assert page.is_checked("#f-significant")  # on by default: only what was flagged shows
         shown = [r.text_content() for r in page.query_selector_all(rows) if r.is_visible()]
         assert len(shown) == 2 and all("significant" in text for text in shown)
         assert any(HOSTILE[0] in text and "±0.004%" in text for text in shown)
         page.uncheck("#f-significant")
         assert len([r for r in page.query_selector_all(rows) if r.is_visible()]) == 4
+        page.check("#f-significant")
+        assert len([r for r in page.query_selector_all(rows) if r.is_visible()]) == 2

@@ -206,9 +206,10 @@ def test_identical_files_are_parsed_once_with_the_same_results(tmp_path: Path,
     feeds: List[int] = []
     feed = scan._Unit.feed
     monkeypatch.setattr(scan._Unit, "feed", lambda unit, data, starts: feeds.append(1) or feed(unit, data, starts))
-    same = core.analyze(base, write_tree(tmp_path / "same", files))
+    options = compare.AnalyzeOptions(report_release=True)  # no 0/0 (NaN) relative deltas to compare
+    same = core.analyze(base, write_tree(tmp_path / "same", files), options)
     assert len(feeds) == 3 and same.text_diff_keys == set()
-    touched = core.analyze(base, write_tree(tmp_path / "touched", {k: v + "\n" for k, v in files.items()}))
+    touched = core.analyze(base, write_tree(tmp_path / "touched", {k: v + "\n" for k, v in files.items()}), options)
     assert len(feeds) == 3 + 6 and touched.text_diff_keys == {"a.dasm", "b.dasm", "c.dasm"}  # other bytes
     touched.text_diff_keys = set()
     assert same == touched
@@ -402,7 +403,7 @@ def test_top_lists_keep_only_count_entries_in_exact_order(tmp_path: Path) -> Non
 def test_release_listings_get_one_line_before_totals(tmp_path: Path) -> None:
     release = (DASM / "02_arm64_fullopts_release_unix.dasm").read_text(encoding="utf-8")
     base, diff = build_pair(tmp_path, {"1.dasm": release}, {"1.dasm": release.replace("196", "200")})
-    code, out, _ = cli(["-b", str(base), "-d", str(diff)])
+    code, out, _ = cli(["-b", str(base), "-d", str(diff), "--report-release-listings"])
     assert ("(Lower is better)\n\nNo metrics: 4 release JIT listing(s) (footer has no prolog size/PerfScore); "
             "use a checked JIT.\nWarning: the base metric is 0, the diff metric is 0, have you used a release "
             "version?\n") in out
@@ -487,7 +488,8 @@ def test_cli_help_mentions_extensions_and_exit_code() -> None:
     for flag in ("--help", "-h", "-?"):
         code, out, err = cli([flag])
         assert (code, err) == (0, "") and out.startswith("Description:\n") and "Exit code" in out
-    assert "[suite extension] Also write <dir>/<Metric>.md" in out and "release-JIT listings" in out
+    assert "[suite extension] Also write <dir>/<Metric>.md" in out
+    assert "[suite extension] Say which listings come from a release JIT" in out
     assert "a comma list is a suite extension" in out and "<metric>,<value> or <metric>=<value>" in out
 
 
@@ -540,8 +542,18 @@ def test_parser_option_forms_give_the_same_values() -> None:
     assert cmdline.parse(["--base", "--"], specs, no_files).errors == ["Required argument missing for option: '--base'."]
     assert cmdline.parse(["-x"], specs, no_files).errors == ["Unrecognized command or argument '-x'."]
     assert cmdline.parse(["-rx"], specs, no_files).errors == ["Unrecognized command or argument 'x'."]
+    # errors name the option as typed
     assert cmdline.parse(["-c", "five"], specs, no_files).errors == [
+        "Cannot parse argument 'five' for option '-c' as expected type 'System.Int32'."]
+    assert cmdline.parse(["--count=five"], specs, no_files).errors == [
         "Cannot parse argument 'five' for option '--count' as expected type 'System.Int32'."]
+    assert cmdline.parse(["-b"], specs, no_files).errors == ["Required argument missing for option: '-b'."]
+    # a single-value option takes one value in all; a list option one per occurrence
+    assert cmdline.parse(["-b", "X", "--base", "Y"], specs, no_files).errors == [
+        "Option '-b' expects a single argument but 2 were provided."]
+    assert cmdline.parse(["-r", "true", "-r", "false"], specs, no_files).errors == [
+        "Option '-r' expects a single argument but 2 were provided."]
+    assert cmdline.parse(["-r", "-r", "-m", "A", "-m", "B"], specs, no_files).errors == []
 
 
 def test_response_files_are_read_as_arguments(tmp_path: Path) -> None:
@@ -570,25 +582,31 @@ def test_unknown_option_prints_jit_analyze_texts_and_help(tmp_path: Path) -> Non
     base, diff = two_file_trees(tmp_path)
     code, out, err = cli(["-b", str(base), "-d", str(diff), "--bogus"])
     assert (code, err) == (1, "Unrecognized command or argument '--bogus'.\n\n")
-    assert out.startswith("\n" + HELP_START)  # no close option to suggest: the empty line, then the help
+    assert out == analyzer_cli.help_text(), "a parse error writes the help to stdout, nothing else"
     code, out, err = cli(["-b", str(base), "-d", str(diff), "--bse"])
     assert code == 1 and err == "Unrecognized command or argument '--bse'.\n\n"
-    assert out.startswith("'--bse' was not matched. Did you mean one of the following?\n--base\n\n" + HELP_START)
+    assert out == analyzer_cli.help_text()
     code, out, err = cli(["-b", str(base), "-d", str(diff), "--override-total-base-metric", "five",
                           "--override-total-diff-metric", "6"])
     assert (code, err) == (1, "Cannot parse argument 'five' for option '--override-total-base-metric' as expected "
                               "type 'System.Double'.\n\n")
-    assert out.startswith("\n" + HELP_START)
+    assert out == analyzer_cli.help_text()
+    code, out, err = cli(["-b", str(base), "-b", str(base), "-d", str(diff)])
+    assert (code, err, out) == (1, "Option '-b' expects a single argument but 2 were provided.\n\n",
+                                analyzer_cli.help_text())
     code, out, err = cli(["-b", str(base), "-d"])
-    assert (code, err) == (1, "Required argument missing for option: '--diff'.\n\n")
+    assert (code, err) == (1, "Required argument missing for option: '-d'.\n\n")  # as typed
     code, _, err = cli(["@" + str(tmp_path / "missing.rsp")])
     assert code == 1 and err.startswith(f"Response file not found '{tmp_path / 'missing.rsp'}'.\n")
 
 
 def test_version_and_number_styles_of_the_overrides(tmp_path: Path) -> None:
     assert cli(["--version"]) == (0, analyzer_cli.VERSION + "\n", "")
+    assert cli(["-v"]) == (0, analyzer_cli.VERSION + "\n", "")
     code, _, err = cli(["--version", "-r"])
     assert code == 1 and "--version option cannot be combined with other arguments." in err
+    code, _, err = cli(["-v", "-r"])
+    assert code == 1 and "-v option cannot be combined with other arguments." in err
     base, diff = two_file_trees(tmp_path)
     # the released tool parses the bare number with NumberStyles.Any: group separators are allowed
     code, out, _ = cli(["-b", str(base), "-d", str(diff), "--override-total-base-metric", "86,033,549",
@@ -753,7 +771,8 @@ def test_2026_release_footer_counts_for_code_size_only(tmp_path: Path) -> None:
                                        "2.dasm": RELEASE_2026.format(name="B:b()", code=8)},
                             {"1.dasm": RELEASE_2026.format(name="A:a()", code=20),
                              "2.dasm": RELEASE_2026.format(name="B:b()", code=8)})
-    code, out, _ = cli(["-b", str(base), "-d", str(diff), "-m", "CodeSize", "-m", "ExtraAllocBytes", "--skip-text-diff"])
+    code, out, _ = cli(["-b", str(base), "-d", str(diff), "-m", "CodeSize", "-m", "ExtraAllocBytes", "--skip-text-diff",
+                        "--report-release-listings"])
     code_size, extra = out.split("-" * 80 + "\n")[:2]
     assert "Total bytes of base: 32\nTotal bytes of diff: 28\nTotal bytes of delta: -4 (-12.50 % of base)\n" in code_size
     assert "         -4 (-16.67% of base) : 1.dasm - A:a() (Tier1)\n" in code_size
@@ -771,7 +790,7 @@ def test_2026_release_footers_next_to_checked_listings(tmp_path: Path) -> None:
                                        "2.dasm": checked_listing("C:c()", 10, perf="4.00")},
                             {"1.dasm": RELEASE_2026.format(name="A:a()", code=20),
                              "2.dasm": checked_listing("C:c()", 10, perf="3.00")})
-    result = core.analyze(base, diff, compare.AnalyzeOptions(metrics=["PerfScore", "CodeSize"]))
+    result = core.analyze(base, diff, compare.AnalyzeOptions(metrics=["PerfScore", "CodeSize"], report_release=True))
     perf, size = result.summaries["PerfScore"], result.summaries["CodeSize"]
     assert (perf.base_total, perf.diff_total, perf.unavailable_methods, perf.paired_methods) == (4.0, 3.0, 1, 1)
     assert (size.base_total, size.diff_total, size.paired_methods) == (34, 30, 2)
@@ -801,3 +820,38 @@ def test_fifos_named_like_listings_are_not_read(tmp_path: Path) -> None:
                            "--skip-text-diff", "-b", str(base), "-d", str(diff)], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 255 and "1 regressed), 1 unchanged." in proc.stdout and proc.stderr == ""
+
+
+def test_a_file_against_a_directory_pairs_nothing_as_jit_analyze(tmp_path: Path) -> None:
+    """jit-analyze keys a named file "" and a directory's files by their paths: `-b FILE -d DIR`
+    (or the reverse) compares no pair, though the directory holds a file of that name."""
+    base, diff = two_file_trees(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = cli(["-b", str(empty), "-d", str(empty), "--skip-text-diff"])
+    for argv in (["-b", str(base / "a.dasm"), "-d", str(diff)], ["-b", str(base), "-d", str(diff / "a.dasm")]):
+        code, out, err = cli(argv + ["--skip-text-diff"])
+        assert (code, out, err) == nothing, argv
+    code, out, _ = cli(["-b", str(base / "a.dasm"), "-d", str(diff), "--skip-text-diff", "-w"])
+    assert "Only in base files" not in out and "Only in diff files:\nb.dasm\n" in out, out
+    code, out, _ = cli(["-b", str(base / "a.dasm"), "-d", str(diff / "a.dasm")])
+    assert code == -1 and "Total bytes of delta: -10" in out, "two files: one pair"
+
+
+def test_release_listings_in_a_plain_run_are_read_as_jit_analyze_reads_them(tmp_path: Path) -> None:
+    """Without --report-release-listings: no extra line; the headers and the nameless bare footers are
+    methods of zeros, paired and unchanged; the file pair counts (unchanged) and --retain-only-top-files
+    deletes it as any pair outside the top lists."""
+    release = (DASM / "02_arm64_fullopts_release_unix.dasm").read_text(encoding="utf-8")
+    base, diff = build_pair(tmp_path, {"1.dasm": release, "2.dasm": checked_listing("C:c()", 10)},
+                            {"1.dasm": release.replace("196", "200"), "2.dasm": checked_listing("C:c()", 9)})
+    code, out, _ = cli(["-b", str(base), "-d", str(diff), "--skip-text-diff"])
+    assert "No metrics" not in out and "release JIT" not in out
+    assert "Total bytes of base: 10\nTotal bytes of diff: 9\nTotal bytes of delta: -1 (-10.00 % of base)\n" in out
+    assert "1 total files with Code Size differences (1 improved, 0 regressed), 1 unchanged." in out
+    # two headers and the nameless footers of 1.dasm, C:c() of 2.dasm: 4 paired methods, 1 changed
+    assert "1 total methods with Code Size differences (1 improved, 0 regressed), 3 unchanged." in out
+    assert code == -1
+    code, out, _ = cli(["-b", str(base), "-d", str(diff), "--skip-text-diff", "--retain-only-top-files"])
+    assert "Deleted 2 .dasm files." in out
+    assert sorted(p.name for p in base.iterdir()) == ["2.dasm"] and sorted(p.name for p in diff.iterdir()) == ["2.dasm"]

@@ -108,12 +108,13 @@ def test_jit_files_to_upload_by_host():
 
 # ---------------------------------------------------------------- command line errors
 
-@pytest.mark.parametrize("args", [["list", "--all", "--global_all"],
-                                  ["list", "--global_all", "-git_hash", "abcdef1"],
-                                  ["upload"], ["frobnicate"], []])
-def test_bad_command_lines_exit_1_with_one_line(cli, args, tmp_path):
+@pytest.mark.parametrize("args, code", [(["list", "--all", "--global_all"], 1),
+                                        (["list", "--global_all", "-git_hash", "abcdef1"], 1),
+                                        (["upload"], 2), (["frobnicate"], 2), ([], 2)])
+def test_bad_command_lines_exit_with_one_line(cli, args, code, tmp_path):
+    """Usage errors (argparse's) exit 2, flags that contradict each other 1."""
     result = cli(args + ["-spmi_location", str(tmp_path)] if args else args, cwd=tmp_path)
-    assert result.returncode == 1
+    assert result.returncode == code
     assert len(error_lines(result)) == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
 
@@ -139,6 +140,28 @@ def test_not_a_git_checkout_is_one_line(cli, tmp_path, storage_account):
     assert result.returncode == 1
     lines = error_lines(result)
     assert len(lines) == 1 and "git rev-parse HEAD" in lines[0] and "not a git repository" in lines[0]
+
+
+@pytest.mark.parametrize("command", ["download", "list"])
+def test_without_arguments_outside_an_enlistment_says_so(tmp_path, command):
+    """Outside a dotnet/runtime enlistment (the scripts' own checkout is none) `download` and `list`
+    with nothing named say which flag names one, before any storage access."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    result = run_script([command, "-spmi_location", str(tmp_path / "spmi")], cwd=outside,
+                        storage_url="http://127.0.0.1:9")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert error_lines(result) == [
+        next(line for line in result.stdout.splitlines() if "Error: " in line)]
+    assert error_lines(result)[0].endswith(
+        "] Error: not in a dotnet/runtime enlistment: pass -runtime_repo DIR or -git_hash HASH")
+    assert "127.0.0.1" not in result.stdout + result.stderr
+
+
+def test_runtime_repo_help_states_the_default():
+    help_text = " ".join(jrb.build_parser()._subparsers._group_actions[0].choices["download"].format_help().split())
+    assert ("-runtime_repo RUNTIME_REPO dotnet/runtime enlistment (default: the git work tree around the current "
+            "directory, else the one around these scripts)") in help_text
 
 
 # ---------------------------------------------------------------- download

@@ -108,8 +108,9 @@ def method_full_names(sample: Sample, mch: Path, work: Path) -> Dict[int, str]:
 
 
 def assert_examples_named_class_colon_method(sample: Sample, text: str, work: Path) -> None:
-    """Every example row names its context `<class>:<method>` (the `method name` field of `mcs -dumpMap`):
-    a prefix of the method's full name ending before its instantiation or arguments, no signature glued on."""
+    """Every example row names its context as memdiff and metricdiff do, with the method's full name as the
+    JIT reports it (`Class:method(args):ret`, from `mcs -dumpMap`), so overloads are told apart; the one
+    spelling the signature cannot give back is the untyped `ref` (read as `System.Object`)."""
     from spmi.base.untrusted import escape_md_inline as table_cell
     rows = re.findall(r"^\|([^|]+\.mch)\|(\d+)\|[\d,]+\|[\d,]+\|[^|]+\|(.+)\|$", text, re.M)
     assert rows, "the summary has example rows"
@@ -117,11 +118,10 @@ def assert_examples_named_class_colon_method(sample: Sample, text: str, work: Pa
     for collection, context, cell in rows:
         if collection not in names:
             names[collection] = method_full_names(sample, sample.mch_dir / collection, work)
-        full = names[collection][int(context)]
-        method_start = full.index(":") + 1
-        prefixes = {full[:i] for i in range(method_start, len(full)) if full[i] in "(["}
-        assert cell in {table_cell(prefix) for prefix in prefixes}, (cell, full)
-        assert " " not in cell, cell
+        full = re.sub(r"(?<=[(,:])ref(?=[),:]|$)", "System.Object", names[collection][int(context)])
+        assert cell == table_cell(full), (cell, full)
+        assert "(" in cell and " " not in cell, cell
+
 
 def test_tpdiff_significant_and_insignificant_collections_with_build_warnings(sample, tmp_path):
     # Same throughput factor as the base (only a few methods compile differently), a different
@@ -153,6 +153,13 @@ def test_tpdiff_significant_and_insignificant_collections_with_build_warnings(sa
     assert short_text.split("<summary>Overall")[1].split("</details>")[0] == overall
 
     lines = [line for line in long_text.splitlines() if line]
+    # the verdict line first: the run's total, its verdict and the failures; never a 0.00% for a real change
+    verdict = lines.pop(0)
+    assert re.fullmatch(r"tpdiff: instructions <span style=\"color:(red|green)\">[+-][0-9.]+%</span> "
+                        r"\(significant( in \d of \d collections)?\); no failures", verdict), verdict
+    assert "0.00%" not in verdict and verdict == short_text.splitlines()[0]
+    # the console ends with it, naming the target
+    assert re.sub(r"<[^>]+>", "", verdict).replace("tpdiff:", "tpdiff linux x64:") in result.stdout.splitlines()[-1]
     assert lines[0] == (f"{RED}Warning:</span> Different compilers used for base and diff JITs. "
                         "Results may be misleading.")
     assert lines[1:3] == ["Base JIT's compiler: GCC 13.2.0", "Diff JIT's compiler: Clang 17.0.6"]
@@ -206,12 +213,17 @@ def test_memdiff_over_the_threshold_exits_2_with_a_red_first_line(blowup_run):
     assert result.returncode == 2, result.stdout + result.stderr
     for name in ("memdiff_summary.md", "memdiff_short_summary.md"):
         text = (spmi / name).read_text(encoding="utf-8")
-        first = text.splitlines()[0]
+        verdict, _, first = text.splitlines()[:3]  # the verdict line first, then the red gate line
+        assert re.fullmatch(rf"memdiff: BytesAllocated {re.escape(RED)}\+\d+\.\d\d%</span> \(significant"
+                            rf"( in 1 of 2 collections)?; {re.escape(RED)}gate 25% reached in 1 collection</span>\); "
+                            "no failures", verdict), verdict
         assert first.startswith(RED) and first.endswith("</span>")
         assert re.search(r"aspnet\.run\.\S+\.mch Overall \+(39|40|41)\.\d\d%", first)
         assert "benchmarks" not in first
         assert "at least +25%" in text
     assert "Error: memory gate: aspnet.run" in result.stdout
+    plain = re.sub(r"<[^>]+>", "", verdict).replace("memdiff:", "memdiff linux x64:")
+    assert plain in result.stdout.splitlines()[-1]  # the console ends with it, naming the target
 
 
 def test_memdiff_under_the_threshold_exits_0(sample, tmp_path):
@@ -230,7 +242,7 @@ def test_memdiff_under_the_threshold_exits_0(sample, tmp_path):
 
 def test_memdiff_threshold_must_be_a_number(sample, tmp_path):
     result = run_cli("memdiff", "-memdiff_threshold", "lots", "-spmi_location", tmp_path)
-    assert result.returncode == 1
+    assert result.returncode == 2  # a usage error
     assert result.stderr.count("\n") == 1 and "-memdiff_threshold" in result.stderr
     assert "is not a number" in result.stderr
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import math
+import re
 import tarfile
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
@@ -169,8 +170,8 @@ def test_tpdiff_summary_lists_only_significant_collections():
     details_part = long_text.split("<summary>Details</summary>")[1]
     assert "All contexts:\n\n|Collection|Base # instructions|Diff # instructions|PDIFF|\n|---|--:|--:|--:|\n" \
         in details_part
-    # P(): any positive percentage is red and signed, even when it rounds to 0.00
-    assert f"|b.mch|2,000,000|2,000,010|{RED}+0.00%</span>|" in details_part
+    # P(): any positive percentage is red and signed, and never reads as zero (more digits)
+    assert f"|b.mch|2,000,000|2,000,010|{RED}+0.0005%</span>|" in details_part
     short_text = report.render_tpdiff(run, long=False)
     assert "Top method" not in short_text and "Details" not in short_text and "|a.mch|" in short_text
 
@@ -204,6 +205,7 @@ def test_tpdiff_build_warnings_each_on_its_own_line():
     run = tp_run([_tp_collection("a.mch", 100_000, 110_000)], base, diff)
     text = report.render_tpdiff(run, long=False)
     lines = [line for line in text.splitlines() if line]
+    assert lines.pop(0) == f"tpdiff: instructions {RED}+5.00%</span> (significant); no failures"  # the verdict first
     assert lines[0] == (f"{RED}Warning:</span> Different compilers used for base and diff JITs. "
                         "Results may be misleading.")
     assert lines[1] == "Base JIT's compiler: MSVC 19.38"
@@ -244,7 +246,9 @@ def test_memdiff_red_first_line_names_collection_row_and_figure():
     run = mem_run([_mem_collection("big.mch", (1000, 1400)), _mem_collection("ok.mch", (1000, 1010))])
     for long in (True, False):
         text = report.render_memdiff(run, long, details.metric_direction)
-        first = text.splitlines()[0]
+        verdict, first = text.splitlines()[0], text.splitlines()[2]
+        assert verdict == (f"memdiff: BytesAllocated {RED}+10.25%</span> (significant in 1 of 2 collections; "
+                           f"{RED}gate 25% reached in 1 collection</span>); no failures")
         assert first.startswith(RED) and "big.mch FullOpts +40.00%" in first and "ok.mch" not in first
         assert "Overall or FullOpts row is at least +25%" in text and "exit code 2" in text
 
@@ -392,6 +396,36 @@ def test_dump_map_names_are_class_and_method_never_the_signature_glued_on():
         "System.Linq.Logger`3[System.__Canon,ushort,System.String]:Create(class System.Object, "
         "valueclass System.Span`1[unsigned int8])")
     assert rows[4].display_name(with_arguments=True) == "Old.Era:Format(int32)"
+
+
+def test_dump_map_rows_are_named_as_the_jit_names_them():
+    """tpdiff names its examples as memdiff and metricdiff do (the details CSV's `Method full name`):
+    arguments, return type and `:this` in the JIT's spelling, so overloads are told apart."""
+    rows = mcs.parse_dump_map(DUMP_MAP)
+    assert rows[17].jit_name() == "System.Collections.Generic.List`1[int]:TryFormat(double,System.String):bool:this"
+    assert rows[1].jit_name() == ("System.Linq.Logger`3[System.__Canon,ushort,System.String]:"
+                                  "Create(System.Object,System.Span`1[ubyte]):ushort")
+    assert rows[2].jit_name() == "System.FannkuchRedux:Match(ulong,ulong):int:this"
+    assert rows[3].jit_name() == 'A.B:Say"Hi"(int):this'
+    assert rows[4].jit_name() == "Old.Era:Format(int):this"
+    unreadable = mcs.DumpMapRow(5, "A:B", "no signature", (), 0)
+    assert unreadable.jit_name() == "A:B"
+
+
+def test_dump_map_names_equal_the_sample_jits_full_names():
+    """The sample mcs writes its signatures from the full names the sample JIT reports (docs/contracts.md §5):
+    reading them back gives those names, for every shape the sample makes. One spelling cannot come back:
+    the signature writes the JIT's untyped `ref` as `class System.Object`, read as `System.Object`."""
+    import random
+
+    from sample import names
+    rng = random.Random(5)
+    for index in range(3000):
+        full = names.method_name(rng, rng.choice(["libraries.pmi", "benchmarks.run", "aspnet.run"]))
+        shape = names.method_shape(full)
+        row = mcs.parse_dump_map_row(f'{index},{shape.map_name()},"{shape.signature()}", JIT_FLAG_TIER1, 0')
+        expected = re.sub(r"(?<=[(,:])ref(?=[),:]|$)", "System.Object", full)
+        assert row is not None and row.jit_name() == expected, (full, shape.signature())
 
 
 LEGACY_2023 = ("Context,Context size,Base result,Diff result,MinOpts,Has diff,Base size,Diff size,"
@@ -547,4 +581,4 @@ def test_examples_are_named_from_the_map_only_where_unnamed():
                 model.Example("a.mch", 17, "Kept:Name", "FullOpts", 10, 20),
                 model.Example("a.mch", 99, "", "FullOpts", 10, 20)]
     metricdiff.name_examples(examples, rows)
-    assert [e.method for e in examples] == ["System.FannkuchRedux:Match", "Kept:Name", ""]
+    assert [e.method for e in examples] == ["System.FannkuchRedux:Match(ulong,ulong):int:this", "Kept:Name", ""]

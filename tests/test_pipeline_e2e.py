@@ -269,12 +269,17 @@ def test_three_overall_summaries_per_host_in_tab_order(runs) -> None:
                    if line.startswith("##vso[task.uploadsummary]")]
         assert uploads == [str(run.results / name) for name in names], show(run)
         tp, mem = run.overall_of("tpdiff"), run.overall_of("memdiff")
-        assert tp.startswith(f"# Throughput impact on {HOST_OS} {arch}\n\nThe following shows the impact on "
-                             "throughput in terms of number of instructions executed inside the JIT. Negative "
-                             "percentages/lower numbers are better.\n\n")
-        assert mem.startswith(f"# Memory impact on {HOST_OS} {arch}\n\nThe following shows the impact on memory "
-                              "in terms of bytes allocated by the JIT. Negative percentages/lower numbers are better.")
         expected = {f"{p.target_os} {p.target_arch}" for p in pipeline.partitions_for_host(arch)}
+        for kind, text, heading in (("tpdiff", tp, "Throughput"), ("memdiff", mem, "Memory")):
+            # the title, then one verdict line per platform, then the upstream sentence
+            head, _, rest = text.partition("\n\nThe following shows the impact on ")
+            lines = head.split("\n\n")
+            assert lines[0] == f"# {heading} impact on {HOST_OS} {arch}"
+            assert sorted(line.split(":")[0] for line in lines[1:]) == sorted(f"{kind} {label}" for label in expected)
+            assert all(line.endswith(("; no failures", "no results came back")) for line in lines[1:]), lines
+        assert "throughput in terms of number of instructions executed inside the JIT. Negative " \
+               "percentages/lower numbers are better.\n\n" in tp
+        assert "memory in terms of bytes allocated by the JIT. Negative percentages/lower numbers are better." in mem
         for text in (tp, mem):
             assert set(sections(text)) == expected
             assert "No throughput diffs found" not in text and "No memory diffs found" not in text

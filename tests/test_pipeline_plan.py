@@ -243,3 +243,21 @@ def test_noise_check_and_significance_pass_from_setup_to_the_diff_commands() -> 
         argv = workitem.diff_argv(cfg, diff_type)
         assert ("--noise_check" in argv) == (diff_type.name != "asmdiffs"), diff_type.name
         assert argv[argv.index("-significance") + 1] == "BytesAllocated=2"
+
+
+def test_include_noise_passes_from_setup_to_asmdiffs_only() -> None:
+    """setup's --include_noise (the PR command's `-include_noise`) reaches the work item, which hands it to
+    asmdiffs alone."""
+    import superpmi_asmdiffs
+    from spmi.pipeline import workitem
+    signal = pipeline.signal_args(False, [], include_noise=True)
+    assert signal == ["--include_noise"]
+    [item, *_] = helix.plan_work_items("linux", "x64", "all", signal_args=signal)
+    assert helix.render_command(item.command, "linux").endswith("-work_item_timeout 2:00:00 --include_noise")
+    args = superpmi_asmdiffs.build_parser().parse_args(
+        ["-base_jit_directory", "/p/base", "-diff_jit_directory", "/p/diff", "-log_directory", "/u", "-arch", "x64",
+         "-platform", "linux", "-type", "all", "--include_noise"])
+    cfg = workitem.config_from_args(args, {"HELIX_CORRELATION_PAYLOAD": str(REPO)})
+    assert cfg.include_noise
+    for diff_type in cfg.types:
+        assert ("--include_noise" in workitem.diff_argv(cfg, diff_type)) == (diff_type.name == "asmdiffs")

@@ -3,6 +3,7 @@ in them uses only flags the scripts define (and gives their required ones)."""
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 from pathlib import Path
@@ -127,7 +128,9 @@ def test_github_matrix_covers_every_partition() -> None:
     doc = load(GITHUB)
     on = doc.get("on", doc.get(True))  # YAML 1.1 reads a bare `on` as True
     assert "src/coreclr/inc/jiteeversionguid.h" in on["pull_request"]["paths"]
-    matrix = doc["jobs"]["diffs"]["strategy"]["matrix"]["include"]
+    assert doc["jobs"]["diffs"]["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.check.outputs.targets) }}"
+    choice = next(step for step in doc["jobs"]["check"]["steps"] if step.get("id") == "choice")
+    matrix = json.loads(re.search(r"all='(\[.*?\])'", choice["run"], re.DOTALL).group(1))
     expected = [(p.name, host, p.target_os, p.target_arch)
                 for host in pipeline.HOST_ARCHES for p in pipeline.partitions_for_host(host)]
     assert [(m["name"], m["host_arch"], m["platform"], m["arch"]) for m in matrix] == expected
@@ -140,7 +143,8 @@ def type_arguments(path: Path) -> List[Tuple[str, str]]:
     found = []
     for name, args in all_invocations(path):
         if "-type" in args:
-            found.append((name, " ".join(args[args.index("-type") + 1:]).split(" -")[0].split(" --")[0]))
+            found.append((name, " ".join(args[args.index("-type") + 1:]).split(" -")[0].split(" --")[0]
+                          .split(" @")[0].split(" $")[0]))
     return found
 
 
@@ -156,7 +160,10 @@ def test_every_type_runs_and_is_summarized() -> None:
     choice = on["workflow_dispatch"]["inputs"]["type"]
     assert choice["default"] == "all" and sorted(choice["options"]) == sorted(pipeline.TYPE_CHOICES)
     assert github["env"]["DIFF_TYPE"] == "${{ inputs.type || 'all' }}"
-    assert {value for _, value in type_arguments(GITHUB)} == {"${{ env.DIFF_TYPE }}"}
+    # the PR-comment summaries run once per type of $DIFF_TYPE (`all`: asmdiffs tpdiff memdiff)
+    assert {value for _, value in type_arguments(GITHUB)} == {"${{ env.DIFF_TYPE }}", "$type"}
+    pr_step = next(t for t in script_texts(github) if "pr-summaries" in t)
+    assert 'types="$DIFF_TYPE"' in pr_step and f'types="{" ".join(pipeline.ALL_TYPES)}"' in pr_step
     assert {name for name, _ in type_arguments(GITHUB)} == set(PARSERS)
     for path in (AZDO, GITHUB):
         setup_args = [args for name, args in all_invocations(path) if name == pipeline.SETUP_SCRIPT]
@@ -185,5 +192,5 @@ def test_scheduled_main_runs_record_history_and_pr_runs_are_judged() -> None:
     setup_calls = [args for name, args in all_invocations(GITHUB) if name == pipeline.SETUP_SCRIPT]
     assert setup_calls and all("-baseline_of" in args and "HEAD~1" in args for args in setup_calls)
     long_summary = [args for name, args in all_invocations(GITHUB)
-                    if name == pipeline.SUMMARIZE_SCRIPT and "--short" not in args]
+                    if name == pipeline.SUMMARIZE_SCRIPT and "--short" not in args and "${flag[@]}" not in args]
     assert long_summary and all("--history_upload" in args and "--history" in args for args in long_summary)

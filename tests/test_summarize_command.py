@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import List
 
 import pytest
+from summary_documents import HUGE, asm_document, tpdiff_document
 
 from spmi.reports.asm_model import Aggregate, AsmDiffsSummary, CollectionAggregates, CollectionReport
 
@@ -133,3 +134,29 @@ def test_good_outputs_are_all_written(tmp_path: Path) -> None:
                      str(tmp_path / "out.html"))
     assert proc.returncode == 0, proc.stderr
     assert {p.name for p in tmp_path.iterdir()} == {"one.json", "out.md", "out_short.md", "out.html"}
+
+
+def _hostile_tpdiff(field: str, value: object) -> dict:
+    document = tpdiff_document()
+    document[field] = value
+    return document
+
+
+@pytest.mark.parametrize("kind, document, message", [
+    ("asmdiffs", lambda: asm_document({"PerfScore": [1, 2, 3]}), "metric_totals.PerfScore is not [base, diff]"),
+    ("asmdiffs", lambda: asm_document({"PerfScore": [HUGE, 1]}),
+     "summary.collections[0].metric_totals.PerfScore[0]: expected a number of at most"),
+    ("tpdiff", lambda: _hostile_tpdiff("noise_k", "x"), "noise_k: expected a finite number, not a string"),
+    ("tpdiff", lambda: _hostile_tpdiff("noise_k", [1]), "noise_k: expected a finite number, not a list"),
+    ("tpdiff", lambda: _hostile_tpdiff("focus", "BytesAllocated"), "no totals of the focus metric 'BytesAllocated'"),
+    ("tpdiff", lambda: _hostile_tpdiff("significance", {"instructions": "nan"}),
+     "significance.instructions: expected a finite number, not a string"),
+])
+def test_hostile_numbers_and_shapes_are_one_line_naming_file_and_field(tmp_path: Path, kind: str, document,
+                                                                         message: str) -> None:
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(document()), encoding="utf-8")
+    lines = error_lines(summarize(tmp_path, "-summary_type", kind, "-summaries", str(path),
+                                  "-output_long_summary_path", str(tmp_path / "out.md")))
+    assert len(lines) == 1 and str(path) in lines[0] and message in lines[0], lines
+    assert not (tmp_path / "out.md").exists()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable, Dict
 
 import pytest
+from summary_documents import HUGE, asm_document, tpdiff_document
 
 from spmi.base import schema
 from spmi.pipeline import common as pipeline
@@ -59,6 +60,8 @@ CASES: Dict[str, tuple] = {
     "status nested deeply": (STATUS, b'{"steps": ' + b"[" * DEEP + b"]" * DEEP + b"}", "nested too deeply to read"),
     "status not UTF-8": (STATUS, b'{"ok": "\xff\xfe"}', "not UTF-8 text (byte 8)"),
     "status NaN": (STATUS, b'{"ok": true, "steps": [{"exit_code": NaN}]}', "NaN is not a JSON number"),
+    "status exit code of 401 digits": (STATUS, b'{"ok": true, "steps": [{"exit_code": 1' + b"0" * 400 + b"}]}",
+                                       "steps[0].exit_code: expected a number of at most"),
     "status huge": (STATUS, huge, f"more than the {pipeline.MAX_RESULT_FILE_BYTES:,} a result file may have"),
     "summary is a list": (SUMMARY_JSON, b"[]", "not an asmdiffs JSON summary"),
     "summary with wrong types": (SUMMARY_JSON, bad_types_summary,
@@ -66,6 +69,12 @@ CASES: Dict[str, tuple] = {
                                  "not a string"),
     "summary with ragged diff rows": (SUMMARY_JSON, ragged_rows_summary,
                                       "summary.collections[0].diff_rows: diff_rows.method must be a list as long"),
+    "summary metric_totals of three": (SUMMARY_JSON, lambda: json.dumps(asm_document(
+        {"PerfScore": [1, 2, 3]}, collection="b.mch", target_os="windows")).encode(),
+        "summary.collections[0]: metric_totals.PerfScore is not [base, diff]"),
+    "summary metric_totals of 401 digits": (SUMMARY_JSON, lambda: json.dumps(asm_document(
+        {"PerfScore": [HUGE, 1]}, collection="b.mch", target_os="windows")).encode(),
+        "summary.collections[0].metric_totals.PerfScore[0]: expected a number of at most"),
     "summary nested deeply": (SUMMARY_JSON, b"[" * DEEP + b"]" * DEEP, "nested too deeply to read"),
     "summary not UTF-8": (SUMMARY_JSON, b"\xc3\x28", "not UTF-8 text (byte 0)"),
     "summary huge": (SUMMARY_JSON, huge, "not read"),
@@ -155,8 +164,21 @@ def test_schema_builds_records_and_ignores_unknown_keys() -> None:
     assert schema.build(Aggregate, {"base_perfscore": 3}).base_perfscore == 3.0
 
 
+def _tpdiff_bytes(path: str, value: object) -> bytes:
+    document = tpdiff_document("b.mch")
+    place = document
+    *parents, last = path.split("/")
+    for part in parents:
+        place = place[int(part)] if part.isdigit() else place[part]
+    place[last] = value
+    return json.dumps(document).encode()
+
+
 @pytest.mark.parametrize("content, expected", [
     (b"[]", "not a metric diff JSON summary (expected an object, not a list)"),
+    (_tpdiff_bytes("noise_k", "x"), "noise_k: expected a finite number, not a string"),
+    (_tpdiff_bytes("collections/0/totals/instructions/Overall/base", HUGE),
+     "collections[0].totals.instructions.Overall.base: expected a number of at most"),
     (b'{"collections": 5}', "not a metric diff JSON summary ("),
     (b"\xff", "not UTF-8 text (byte 0)"),
 ])

@@ -258,3 +258,23 @@ def test_an_invocation_is_one_frozen_record_the_builders_only_read():
 def test_positionals_are_sorted_by_their_last_extension(name: str, host_os: str, kind: st.PositionalKind) -> None:
     """docs/contracts.md §2.3: the last `.` extension, case-insensitively, the host's library suffix."""
     assert st.positional_kind(name, host_os) is kind
+
+
+def test_assert_report_names_each_context_once_with_its_hits():
+    """Two JITs print one assert line each (docs/contracts.md §2.8.3): a context is listed once, counted once."""
+    twice = [make_assert(4, 10), make_assert(4, 10), make_assert(9, 3), make_assert(9, 3), make_assert(12, 50)]
+    lines = st.format_assert_report(twice)
+    assert lines[1:] == ["=== Assertion #1/1 (count: 3): x (a.cpp:1)", "  m.mch # 9 : IL size 3 (2 hits)",
+                         "  m.mch # 4 : IL size 10 (2 hits)", "  m.mch # 12 : IL size 50"]
+    shown = st.format_assert_report(twice, hits_text=lambda mch, context, hits: f" <{mch} {context} {hits}>")
+    assert shown[2:] == ["  m.mch # 9 : IL size 3 <m.mch 9 2>", "  m.mch # 4 : IL size 10 <m.mch 4 2>",
+                         "  m.mch # 12 : IL size 50 <m.mch 12 1>"]
+
+
+def test_per_jit_hits_follow_the_details_error_sides():
+    from spmi.steps.replay_steps import per_jit_hits_text
+    text = per_jit_hits_text({("m.mch", 1): (True, True), ("m.mch", 2): (False, True), ("m.mch", 3): (True, False),
+                              ("m.mch", 4): (True, True)})
+    assert [text("m.mch", 1, 2), text("m.mch", 2, 1), text("m.mch", 3, 1), text("m.mch", 4, 1),
+            text("other.mch", 2, 1)] == [" (base JIT 1, diff JIT 1)", " (diff JIT 1)", " (base JIT 1)",
+                                         " (1 hit, JIT unknown)", " (1 hit, JIT unknown)"]

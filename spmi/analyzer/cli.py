@@ -50,14 +50,17 @@ SPECS: Tuple[OptionSpec, ...] = (
                "Do not count the files with textual diffs"),
     OptionSpec("--retain-only-top-files", ("--retainOnlyTopFiles",), ValueKind.FLAG,
                "Per metric, delete the paired .dasm files not in its top file lists"),
-    OptionSpec("--override-total-base-metric", (), ValueKind.DOUBLE, value_name="[<metric>,]<value>",
+    OptionSpec("--override-total-base-metric", (), ValueKind.DOUBLE, value_name="[<metric>,]<value>", repeatable=True,
                help="Override the total base metric shown (a bare <value> applies to every metric; <metric>,<value> "
                     "or <metric>=<value>, repeatable, is a suite extension)"),
-    OptionSpec("--override-total-diff-metric", (), ValueKind.DOUBLE, value_name="[<metric>,]<value>",
+    OptionSpec("--override-total-diff-metric", (), ValueKind.DOUBLE, value_name="[<metric>,]<value>", repeatable=True,
                help="Override the total diff metric shown (same forms)"),
     OptionSpec("--is-diffs-only", (), ValueKind.FLAG, "The inputs hold only contexts with diffs"),
     OptionSpec("--is-subset-of-diffs", (), ValueKind.FLAG, "The inputs are a subset of the contexts with diffs"),
     OptionSpec("--concat-files", (), ValueKind.FLAG, "Treat all base files as one unit and all diff files as another"),
+    OptionSpec("--report-release-listings", (), ValueKind.FLAG, extension=True,
+               help="Say which listings come from a release JIT and leave them out where their footer has no value "
+                    "(without it they count as jit-analyze counts them: zeros)"),
     OptionSpec("--parallelism", ("-parallelism",), value_name="N", extension=True, default="the number of CPUs",
                help="Processes that read, scan and compare the file pairs (1: this process only); the output is the same "
                     "for every N"),
@@ -74,7 +77,7 @@ path: "Error: ..." on stdout, exit 0.
 
 Suite extensions (marked above; none changes a run that does not use them):
   comma lists in --metrics; per-metric --override-total-*-metric <metric>,<value>; --md-per-metric;
-  the pre-2023 option spellings; release-JIT listings are reported as such: the bare footer
+  the pre-2023 option spellings; --report-release-listings: the bare release footer
   "; Total bytes of code N" counts for nothing and says "No metrics: ...", the 2026 footer
   "; Total bytes of code N for method M (Tier)" counts for Code Size only, and other metrics
   say "No <metric> ..." instead of counting 0; --json elements carry their fields.
@@ -191,7 +194,8 @@ def options_from_args(args: cmdline.ParsedArgs, parse_errors: List[str]) -> Tupl
         note=args.last("--note"), override_base=override_base, override_diff=override_diff,
         is_diffs_only=args.flag("--is-diffs-only"), is_subset_of_diffs=args.flag("--is-subset-of-diffs"),
         warn=args.flag("--warn"), export=tsv is not None or json_path is not None,
-        keep_file_pairs=args.flag("--retain-only-top-files"), parallelism=parallelism)
+        keep_file_pairs=args.flag("--retain-only-top-files"), parallelism=parallelism,
+        report_release=args.flag("--report-release-listings"))
     invocation = Invocation(base, diff, options, args.last("--md"), args.last("--md-per-metric"), tsv, json_path,
                             args.flag("--retain-only-top-files"))
     return invocation, messages
@@ -233,8 +237,7 @@ def run_cli(argv: Optional[Sequence[str]] = None, stdout: Optional[IO[str]] = No
         return 0
     parse_errors = list(args.errors)
     invocation, messages = options_from_args(args, parse_errors)
-    if parse_errors:
-        _write(out, cmdline.suggestion_text(args.unmatched, SPECS))
+    if parse_errors:  # System.CommandLine: the errors and an empty line on stderr, then the help on stdout
         _write(err, "".join(e + "\n" for e in parse_errors) + "\n")
         _write(out, help_text())
         return 1

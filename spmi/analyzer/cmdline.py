@@ -5,8 +5,10 @@ Forms: `--base X`, `--base=X`, `--base:X`, `-b X`, `-b:X`, `-b=X`; bool options 
 `true`/`false` (`-r`, `-r false`, `--recursive=true`); POSIX bundles of one-letter options (`-rw`,
 `-c5`, `-rc5`); `@file` response files (one or more arguments per line, `#` comment lines, double
 quotes group); `--` ends the options (what follows is a stray argument); `-h`/`--help`/`-?`,
-`--version`. An option that takes a value takes the next token whatever it looks like, one value per
-token. Everything here is pure: `parse` gets the arguments and a function that reads a response file.
+`--version` (`-v`). An option that takes a value takes the next token whatever it looks like, one value
+per token; an option that is not repeatable takes one value in all (given twice: an error). Errors name
+an option as it was typed (`-b`, not `--base`). Everything here is pure: `parse` gets the arguments and a
+function that reads a response file.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ class OptionSpec:
     value_name: str = ""        # shown as `<value_name>` in the help (default: the name without dashes)
     default: Optional[str] = None  # shown as `[default: ...]` in the help
     extension: bool = False     # the suite's own option (not in the released tool)
+    repeatable: bool = False    # takes one value per occurrence (else one value in all)
 
     @property
     def forms(self) -> Tuple[str, ...]:
@@ -46,9 +49,13 @@ class OptionSpec:
     def takes_value(self) -> bool:
         return self.kind is not ValueKind.FLAG
 
+    @property
+    def takes_many(self) -> bool:
+        return self.repeatable or self.kind is ValueKind.LIST
+
 
 HELP_FORMS = ("-h", "/h", "--help", "-?", "/?")
-VERSION_FORM = "--version"
+VERSION_FORMS = ("--version", "-v")
 
 
 @dataclass
@@ -212,9 +219,12 @@ def parse(argv: Sequence[str], specs: Sequence[OptionSpec], read_text: Callable[
     result = ParsedArgs()
     expanded = expand_response_files(argv, read_text, result.errors)
     known: Dict[str, OptionSpec] = {form: spec for spec in specs for form in spec.forms}
-    special = {form: OptionSpec(form, kind=ValueKind.FLAG) for form in HELP_FORMS + (VERSION_FORM,)}
+    special = {form: OptionSpec(form, kind=ValueKind.FLAG) for form in HELP_FORMS + VERSION_FORMS}
     known.update(special)
     tokens = _tokenize(expanded, known)
+    typed: Dict[str, str] = {}  # option name -> the form it was first given as
+    explicit: Dict[str, int] = {}  # option name -> values given (a flag's `true`/`false` included)
+    version_form = ""
     i = 0
     while i < len(tokens):
         kind, text = tokens[i]
@@ -230,68 +240,30 @@ def parse(argv: Sequence[str], specs: Sequence[OptionSpec], read_text: Callable[
             if spec.takes_value or parse_bool(tokens[i][1]) is not None:
                 value = tokens[i][1]
                 i += 1
+        typed.setdefault(spec.name, text)
+        if value is not None:
+            explicit[spec.name] = explicit.get(spec.name, 0) + 1
         if text in HELP_FORMS:
             result.help = True
-        elif text == VERSION_FORM:
+        elif text in VERSION_FORMS:
             result.version = True
+            version_form = version_form or text
         elif spec.kind is ValueKind.FLAG:
             flag = True if value is None else parse_bool(value)
             result.values.setdefault(spec.name, []).append(str(flag))
         elif value is None:
-            result.errors.append(f"Required argument missing for option: '{spec.name}'.")
+            result.errors.append(f"Required argument missing for option: '{text}'.")
         elif spec.kind is ValueKind.INT and parse_int32(value) is None:
-            result.errors.append(f"Cannot parse argument '{value}' for option '{spec.name}' as expected type "
+            result.errors.append(f"Cannot parse argument '{value}' for option '{text}' as expected type "
                                  f"'{spec.kind.value}'.")
         else:
             result.values.setdefault(spec.name, []).append(value)
+    result.errors += [f"Option '{typed[name]}' expects a single argument but {count} were provided."
+                      for name, count in explicit.items() if count > 1 and not known[name].takes_many]
     result.errors += [f"Unrecognized command or argument '{t}'." for t in result.unmatched]
     if result.version and (len(expanded) > 1):
-        result.errors.append(f"{VERSION_FORM} option cannot be combined with other arguments.")
+        result.errors.append(f"{version_form} option cannot be combined with other arguments.")
     return result
-
-
-# ------------------------------------------------------------------ typo suggestions
-
-
-def _distance(a: str, b: str) -> int:
-    """Levenshtein distance."""
-    previous = list(range(len(b) + 1))
-    for i, ca in enumerate(a, start=1):
-        current = [i]
-        for j, cb in enumerate(b, start=1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
-        previous = current
-    return previous[-1]
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    while n < len(a) and n < len(b) and a[n] == b[n]:
-        n += 1
-    return n
-
-
-def suggestions(token: str, specs: Sequence[OptionSpec]) -> List[str]:
-    """The options System.CommandLine suggests for a stray token: per option its closest form, kept
-    when within 3 edits, the best distance only (ties: the longer common prefix first)."""
-    candidates = []
-    for forms in [("--help", "-h", "/h", "-?", "/?"), (VERSION_FORM,)] + [s.forms for s in specs]:
-        best = sorted(forms, key=lambda f: (_distance(token, f), -_common_prefix(token, f)))[0]
-        candidates.append(best)
-    scored = [(c, _distance(token, c)) for c in candidates if _distance(token, c) <= 3]
-    scored.sort(key=lambda cd: (cd[1], -_common_prefix(token, cd[0])))
-    return [c for c, d in scored if d == scored[0][1]] if scored else []
-
-
-def suggestion_text(unmatched: Sequence[str], specs: Sequence[OptionSpec]) -> str:
-    """What System.CommandLine prints on stdout before the errors: the suggestions, then an empty line."""
-    lines: List[str] = []
-    for token in unmatched:
-        found = suggestions(token, specs)
-        if found:
-            lines.append(f"'{token}' was not matched. Did you mean one of the following?")
-            lines += found
-    return "".join(line + "\n" for line in lines) + "\n"
 
 
 # ------------------------------------------------------------------ help
@@ -306,7 +278,7 @@ def _first_column(spec: OptionSpec) -> str:
 
 def format_help(program: str, description: str, specs: Sequence[OptionSpec], epilog: str = "") -> str:
     """The help text in System.CommandLine's layout; suite extensions are marked as such."""
-    rows = [("-?, -h, --help", "Show help and usage information"), ("--version", "Show version information")]
+    rows = [("-?, -h, --help", "Show help and usage information"), ("-v, --version", "Show version information")]
     for spec in specs:
         text = spec.help + (f" [default: {spec.default}]" if spec.default is not None else "")
         rows.append((_first_column(spec), ("[suite extension] " if spec.extension else "") + text))

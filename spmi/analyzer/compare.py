@@ -183,6 +183,9 @@ class AnalyzeOptions:
     export: bool = False  # collect what --tsv and --json write (spmi/analyzer/export.py)
     keep_file_pairs: bool = False  # keep the keys of every compared file pair (--retain-only-top-files)
     parallelism: int = 1  # processes that read, scan and compare the file pairs (--parallelism; 1: this one only)
+    #: --report-release-listings (suite extension): release listings said to be such and left out where they
+    #: carry no metric; off, they are read as jit-analyze reads them (zeros where the footer has no value)
+    report_release: bool = False
 
 
 @dataclass
@@ -450,17 +453,20 @@ class _Analysis:
 
     def compare(self, base_key: str, diff_key: str, bunit: _Unit, dunit: _Unit) -> None:
         result = self.result
-        result.release_listings += bunit.release_footers + dunit.release_footers
-        bt = bunit.measured_methods()
-        dt = dunit.measured_methods()
-        if not bt and not dt and (bunit.release_footers or dunit.release_footers):
-            return  # nothing but release listings: not a 0-byte file
+        report_release = self.options.report_release
+        if report_release:
+            result.release_listings += bunit.release_footers + dunit.release_footers
+            bt, dt = bunit.measured_methods(), dunit.measured_methods()
+            if not bt and not dt and (bunit.release_footers or dunit.release_footers):
+                return  # nothing but release listings: not a 0-byte file
+        else:  # as jit-analyze: every group, a release footer's missing values are zeros (§8.2)
+            bt, dt = bunit.methods, dunit.methods
         result.paired_files += 1
         if self.options.keep_file_pairs:
             result.file_pairs.append((base_key, diff_key))
         if self.exporter is not None:
             self.exporter.add(base_key, diff_key, bt, dt)
-        if bunit.release_methods or dunit.release_methods:
+        if report_release and (bunit.release_methods or dunit.release_methods):
             self._compare_with_release_methods(base_key, diff_key, bt, dt)
             return
         if len(bt) == 1 and len(dt) == 1:  # the usual per-context file pair

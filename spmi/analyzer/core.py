@@ -335,7 +335,9 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
         diff_root, diff_keys = _side_files(diff, diff_kind, options) if diff_kind == "file" else (diff, None)
         listed = set(diff_keys) if diff_keys is not None else None
     source = PairSource(os.path.join(base_root, ""), os.path.join(diff_root, ""), listed is None, need_text)
-    keys: List[KeyToRead] = [(key, listed is None or key in listed) for key in base_keys]
+    # A file against a directory pairs nothing: jit-analyze keys a named file "" and a directory's files by path.
+    mixed = base_kind != diff_kind
+    keys: List[KeyToRead] = [(key, not mixed and (listed is None or key in listed)) for key in base_keys]
     processes = worker_count(options.parallelism, sum(1 for _, pairable in keys if pairable), workers.start_by_fork())
     if processes:
         _analyze_in_workers(run, source, keys, processes, known)
@@ -344,6 +346,8 @@ def _analyze_by_key(run: _Analysis, base: str, base_kind: str, diff: str, diff_k
     if options.warn:
         if listed is None:
             listed = set(_list_files(diff, options.file_extension, options.file_filter, options.recursive))
+        if mixed:  # nothing paired, but --warn compares the names, as jit-analyze's file lists do
+            result.base_only_files = [key for key in base_keys if key not in listed]
         result.diff_only_files = sorted(listed.difference(base_keys))
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Literal, Optional, Sequence, Tuple, TypeVar, overload
 
-from spmi.base import fsutil, logs, platforms, progress, runner
+from spmi.base import fsutil, logs, platforms, progress, runner, usage
 from spmi.base.errors import SuiteError
 from spmi.base.invocation import SCRIPTS_DIR
 
@@ -47,14 +47,25 @@ class StrictNamespace(argparse.Namespace):
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with a one-line error and exit code 1 (docs/contracts.md §12.1),
-    parsing into a `StrictNamespace`."""
+    """argparse with a one-line usage error and exit code 2, a "did you mean" for an unknown
+    command, option or choice (docs/contracts.md §12.1, base/usage), parsing into a `StrictNamespace`."""
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
         return super().parse_known_args(args, StrictNamespace() if namespace is None else namespace)
 
+    def parse_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen = usage.chosen_parser(self, parsed)
+            chosen.error(usage.unrecognized(extras, chosen))
+        return parsed
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        if action.choices is not None and value not in action.choices:
+            raise argparse.ArgumentError(action, usage.invalid_choice(str(value), [str(c) for c in action.choices]))
+
     def error(self, message: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
-        self.exit(1, f"{self.prog}: error: {message}\n")
+        self.exit(usage.USAGE_EXIT, f"{self.prog}: error: {message}\n")
 
 
 # ---------------------------------------------------------------- numeric option types
@@ -141,7 +152,8 @@ def common_options() -> "ArgumentParser":
     group.add_argument("-build_type", help="Debug, Checked or Release (default: Checked; Release for tpdiff/memdiff)")
     group.add_argument("-core_root", help="Core_Root directory (holds superpmi, mcs and the JITs)")
     group.add_argument("-product_location", help="built product directory (artifacts/bin/coreclr/<os>.<arch>.<build_type>)")
-    group.add_argument("-runtime_repo", help="dotnet/runtime enlistment (default: the git work tree around the current directory)")
+    group.add_argument("-runtime_repo", help="dotnet/runtime enlistment (default: the git work tree around the "
+                                              "current directory, else the one around these scripts)")
     group.add_argument("-spmi_location", help="cache and output root (default: $SUPERPMI_CACHE_DIRECTORY, else <repo>/artifacts/spmi)")
     group.add_argument("-log_level", default="info", help="console level: critical, error, warning, info (default), debug")
     group.add_argument("-v", "--verbose", action="store_true",

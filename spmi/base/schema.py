@@ -4,7 +4,9 @@
 UTF-8, not JSON, nested too deeply to read). `build(cls, data)` makes a dataclass record from
 its `asdict` form, checking every field against its type hint (`int`, `float`, `str`,
 `bool`, `Optional[...]`, `List[...]` and `Sequence[...]` (read as a list), `Dict[str, ...]`,
-`Any`, nested records); unknown keys are ignored, missing ones take their defaults. A mismatch names the place, e.g.
+`Union[int, float]` (a number kept as read), `Any`, nested records); unknown keys are ignored, missing ones take
+their defaults. Every number is checked for range once, here: an integer or a number must be finite and at most
+`MAX_MAGNITUDE` (2**63, a 64-bit count) either way. A mismatch names the place, e.g.
 `collections[2].aggregates.minopts.base_successes: expected an integer, not a string`.
 """
 from __future__ import annotations
@@ -19,6 +21,11 @@ from typing import Any, Dict, Type, TypeVar
 from spmi.base.errors import SuiteError
 
 T = TypeVar("T")
+
+#: the largest magnitude of a number read from a document (integers and floats alike)
+MAX_MAGNITUDE = 2 ** 63
+#: an integer literal longer than this is refused while parsing (Python versions differ beyond ~4,300 digits)
+MAX_INTEGER_DIGITS = 1000
 
 
 class SchemaError(SuiteError):
@@ -39,6 +46,12 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _bounded_int(text: str) -> int:
+    if len(text) > MAX_INTEGER_DIGITS:
+        raise ValueError(f"an integer of {len(text.lstrip('-')):,} digits is not a number this suite reads")
+    return int(text)
+
+
 def parse_json(data: bytes, max_bytes: int) -> Any:
     """JSON values from UTF-8 bytes; SchemaError (without the source) when they are not that."""
     if len(data) > max_bytes:
@@ -48,7 +61,7 @@ def parse_json(data: bytes, max_bytes: int) -> Any:
     except UnicodeDecodeError as exc:
         raise SchemaError(f"not UTF-8 text (byte {exc.start})") from None
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text, parse_constant=_refuse_constant, parse_int=_bounded_int)
     except RecursionError:
         raise SchemaError("nested too deeply to read") from None
     except ValueError as exc:
@@ -56,6 +69,11 @@ def parse_json(data: bytes, max_bytes: int) -> Any:
 
 
 # ---------------------------------------------------------------- JSON values to records
+
+def is_version(value: Any, expected: int) -> bool:
+    """A document's `version` is exactly the integer `expected` (`true` and `1.0` are not 1)."""
+    return type(value) is int and value == expected
+
 
 def build(cls: Type[T], data: Any, where: str = "") -> T:
     """A `cls` record from `data`, every field checked against its type hint."""
@@ -83,6 +101,8 @@ def check(hint: Any, value: Any, where: str) -> Any:
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return build(hint, value, where)
     if origin is typing.Union:
+        if set(typing.get_args(hint)) == {int, float}:
+            return _check_number(value, where)
         return _check_union(typing.get_args(hint), value, where)
     if origin in (list, typing.List, collections.abc.Sequence):  # a JSON array reads as a list
         (item,) = typing.get_args(hint) or (Any,)
@@ -109,15 +129,36 @@ def _check_scalar(hint: Any, value: Any, where: str) -> Any:
         _expect(isinstance(value, bool), "true/false", value, where)
     elif hint is int:
         _expect(isinstance(value, int) and not isinstance(value, bool), "an integer", value, where)
+        return _in_range(value, where)
     elif hint is float:
-        _expect(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
-                "a finite number", value, where)
-        return float(value)
+        return float(_check_number(value, where))
     elif hint is str:
         _expect(isinstance(value, str), "a string", value, where)
     else:
         raise TypeError(f"{where}: unsupported type hint {hint!r}")
     return value
+
+
+def _check_number(value: Any, where: str) -> Any:
+    """An integer or float of finite, bounded magnitude, kept as read."""
+    _expect(isinstance(value, (int, float)) and not isinstance(value, bool), "a finite number", value, where)
+    return _in_range(value, where)
+
+
+def _in_range(value: Any, where: str) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SchemaError(f"{where}: expected a finite number, not {value}")
+    if abs(value) > MAX_MAGNITUDE:
+        raise SchemaError(f"{where}: expected a number of at most {MAX_MAGNITUDE:,} in magnitude, not "
+                          f"{_magnitude_text(value)}")
+    return value
+
+
+def _magnitude_text(value: Any) -> str:
+    """A huge number said briefly: `a 401-digit integer`, `1e+300`."""
+    if isinstance(value, int):
+        return f"a {len(str(abs(value)))}-digit integer"
+    return f"{value:g}"
 
 
 def _expect(ok: bool, wanted: str, value: Any, where: str) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import html
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import FrozenSet, List, Optional, Sequence, Tuple
 
 #: every line break some reader splits on (`str.splitlines`: LF, CR, VT, FF, FS, GS, RS, NEL, LS, PS)
 LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
@@ -131,9 +131,9 @@ _ALLOWED_TAG_RE = re.compile(r'<(/?)([A-Za-z][A-Za-z0-9]*)(\s+style="([^"<>]*)")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 
 
-def _is_allowed_tag(match: "re.Match[str]") -> bool:
+def _is_allowed_tag(match: "re.Match[str]", allowed_tags: FrozenSet[str] = ALLOWED_TAGS) -> bool:
     closing, name, style_attr, style, _ = match.groups()
-    if name.lower() not in ALLOWED_TAGS:
+    if name.lower() not in allowed_tags:
         return False
     if style_attr and (closing or not _SAFE_STYLE_RE.match(style) or re.search(r"url|expression", style, re.I)):
         return False
@@ -201,7 +201,8 @@ def _code_span_end(line: str, start: int, run: str) -> int:
     return -1
 
 
-def escape_disallowed_tags(line: str, open_tags: Optional[List[str]] = None) -> str:
+def escape_disallowed_tags(line: str, open_tags: Optional[List[str]] = None,
+                           allowed_tags: FrozenSet[str] = ALLOWED_TAGS) -> str:
     """Every `<` that opens something other than an allowed, balanced tag becomes `&lt;`;
     inline code spans closed on the same line are left as they are (their text is literal).
     `open_tags` carries the open allowed tags from line to line."""
@@ -221,7 +222,7 @@ def escape_disallowed_tags(line: str, open_tags: Optional[List[str]] = None) -> 
         start = match.start()
         allowed = _ALLOWED_TAG_RE.match(line, start)
         out.append(line[position:start])
-        if allowed and _is_allowed_tag(allowed) and _keeps_balance(allowed, open_tags):
+        if allowed and _is_allowed_tag(allowed, allowed_tags) and _keeps_balance(allowed, open_tags):
             out.append(allowed.group(0))
             position = allowed.end()
         else:
@@ -254,31 +255,98 @@ def _closes_fence(line: str, fence: Tuple[str, int]) -> bool:
     return run[0] == fence[0] and len(run) >= fence[1] and not rest.strip()
 
 
-def sanitize_markdown(text: str) -> str:
-    """Markdown from outside: outside code fences, tags other than `ALLOWED_TAGS` and unbalanced
-    ones escaped, unsafe links unlinked; no pipeline command; an unclosed fence, and tags left
-    open, closed at the end (the text can neither close nor swallow what follows it)."""
-    lines = _LINE_BREAK_RE.split(text)
+class FenceWalk:
+    """Which lines of a markdown document are code fences, line by line (the rule of `_fence_opening`)."""
+
+    OPENING = "opening"
+    CODE = "code"
+
+    def __init__(self) -> None:
+        self.fence: Optional[Tuple[str, int]] = None
+        self.previous_blank = True
+
+    def step(self, line: str) -> Optional[str]:
+        """`OPENING` for a line that opens a fence, `CODE` for one inside it (its closing line too),
+        None for a line outside code."""
+        if self.fence is not None:
+            if _closes_fence(line, self.fence):
+                self.fence, self.previous_blank = None, True
+            return self.CODE
+        opening = _fence_opening(line, self.previous_blank)
+        if opening is not None:
+            self.fence = opening
+            return self.OPENING
+        self.previous_blank = not line.strip()
+        return None
+
+
+def sanitize_markdown(text: str, allowed_tags: FrozenSet[str] = ALLOWED_TAGS) -> str:
+    """Markdown from outside: outside code fences, tags other than `allowed_tags` (default
+    `ALLOWED_TAGS`) and unbalanced ones escaped, unsafe links unlinked; no pipeline command; an
+    unclosed fence, and tags left open, closed at the end (the text can neither close nor swallow
+    what follows it)."""
     out: List[str] = []
     open_tags: List[str] = []
-    fence: Optional[Tuple[str, int]] = None
-    previous_blank = True
-    for line in lines:
-        if fence is not None:
+    walk = FenceWalk()
+    for line in _LINE_BREAK_RE.split(text):
+        kind = walk.step(line)
+        if kind == FenceWalk.CODE:
             out.append(escape_html_elements(line))
-            if _closes_fence(line, fence):
-                fence = None
-                previous_blank = True
-            continue
-        opening = _fence_opening(line, previous_blank)
-        if opening is not None:
-            fence = opening
+        elif kind == FenceWalk.OPENING:
             out.append(line)
-            continue
-        out.append(escape_disallowed_tags(neutralize_unsafe_links(line), open_tags))
-        previous_blank = not line.strip()
-    if fence is not None:
-        out.append(fence[0] * fence[1])
+        else:
+            out.append(escape_disallowed_tags(neutralize_unsafe_links(line), open_tags, allowed_tags))
+    if walk.fence is not None:
+        out.append(walk.fence[0] * walk.fence[1])
     if open_tags:
         out.extend(["", "".join(f"</{name}>" for name in reversed(open_tags))])
     return neutralize_commands("\n".join(out))
+
+
+# ---------------------------------------------------------------- text bound for GitHub
+
+#: the tags a PR comment keeps from a summary: its collapsible sections, their indent, coloured numbers, emphasis
+GITHUB_COMMENT_TAGS = frozenset({"details", "summary", "div", "span", "br", "b", "i", "em", "strong", "code", "sub", "sup"})
+_MENTION_RE = re.compile(r"@(?=[A-Za-z0-9_])")
+_REFERENCE_RE = re.compile(r"#(?=[0-9]+\b)")
+_GH_REFERENCE_RE = re.compile(r"\b(GH)-(?=[0-9]+\b)", re.IGNORECASE)
+_ENTITY_RE = re.compile(r"&(?=#|commat;|num;)", re.IGNORECASE)
+# a code span closed on its line (its opening run not escaped, not part of a longer run), or a tag
+_CODE_SPAN_OR_TAG_RE = re.compile(r"(?<![\\`])(?:\\\\)*(?P<code>(?P<run>`+)(?!`).*?(?<!`)(?P=run)(?!`))"
+                                  r"|<[A-Za-z/][^<>]*>")
+WORD_JOINER = "\u2060"
+
+
+def _inert_text(text: str) -> str:
+    text = _ENTITY_RE.sub("&amp;", text)
+    text = _MENTION_RE.sub("@" + WORD_JOINER, text)
+    text = _REFERENCE_RE.sub("#" + WORD_JOINER, text)
+    return _GH_REFERENCE_RE.sub(lambda m: m.group(1) + WORD_JOINER + "-", text)
+
+
+def _inert_line(line: str) -> str:
+    """One line outside a fence: its text made inert, its code spans and tags left as they are."""
+    pieces: List[str] = []
+    position = 0
+    for match in _CODE_SPAN_OR_TAG_RE.finditer(line):
+        start = match.start("code") if match.group("code") else match.start()
+        pieces += [_inert_text(line[position:start]), line[start:match.end()]]
+        position = match.end()
+    pieces.append(_inert_text(line[position:]))
+    return "".join(pieces)
+
+
+def inert_for_github(text: str) -> str:
+    """Text a bot did not write, made inert for GitHub (docs/contracts.md §15): no `@user` or
+    `@org/team` mention, no `#123`, `owner/repo#123` or `GH-123` reference (a word joiner after
+    `@`/`#`/`GH`), no character reference that could spell one (`&#64;`, `&commat;` lose their `&`).
+    The text reads the same. Code (fences after a blank line, code spans) and tags are left as they
+    are: GitHub links and notifies nothing inside code, and a copied listing stays exact."""
+    walk = FenceWalk()
+    return "\n".join(line if walk.step(line) else _inert_line(line) for line in text.split("\n"))
+
+
+def sanitize_for_github(text: str) -> str:
+    """A summary republished in a PR comment: `sanitize_markdown` keeping only `GITHUB_COMMENT_TAGS`,
+    then `inert_for_github`."""
+    return inert_for_github(sanitize_markdown(text, GITHUB_COMMENT_TAGS))

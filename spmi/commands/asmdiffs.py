@@ -215,24 +215,27 @@ def run_asmdiffs(args: argparse.Namespace) -> int:
             work.mkdir()
             results.append(diff_collection(job, mch, work))
         summary_files: List[Path] = []
+        verdicts: List[str] = []
         if results and not flags.diff_with_release:
             summary = build_summary(job, results, collections)
             warn_unmatched_overrides(summary)
             summary_files = write_summaries(job, summary)
+            verdicts.append(asm_markdown.verdict_line(summary, markdown=False))
             if flags.html:
                 summary_files.append(write_html_report(job, results, summary, summary_files[0]))
-    return finish(results, summary_files)
+    code = finish(results, summary_files)
+    outputs.log_verdicts(verdicts)
+    return code
 
 
 OUTPUT_KINDS = {".md": "Summary Markdown file", ".json": "Summary JSON file", ".html": "HTML diff report"}
 
 
 def finish(results: Sequence[CollectionDiff], summary_files: Sequence[Path]) -> int:
-    all_asserts = [a for r in results for a in r.outcome.asserts]
-    if all_asserts:
+    if any(r.outcome.asserts for r in results):
         log.info("")
         log.info("All asserts:")
-        replay_steps.report_asserts(all_asserts)
+        replay_steps.report_outcome_asserts([r.outcome for r in results], two_jits=True)
     log.info("")
     log.info("Asm diffs summary:")
     for path in summary_files:
@@ -284,7 +287,9 @@ def diff_collection(job: Job, mch: Path, work: Path) -> CollectionDiff:
     outcome = replay_steps.finish_run(run, mch, files, diff_mode=True, timeout=timeout,
                                       diff_with_release=job.flags.diff_with_release, counts=counts,
                                       shortfall=replay_steps.shortfall_check(job.options, mch),
-                                      timeout_flag=job.options.timeout_flag(timeout))
+                                      timeout_flag=job.options.timeout_flag(timeout),
+                                      missing_only=digest.missing_only if digest is not None else None,
+                                      error_sides=digest.error_sides if digest is not None else None)
     del run  # superpmi's output (megabytes for big collections) is not kept through the analysis
     table = digest.diff_table() if digest is not None else None
     result = CollectionDiff(mch, outcome, table, problem, aggregates=digest.aggregates if digest else None,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, List, Optional, Tuple
 
-from spmi.base import config, fsutil, platforms, runner
+from spmi.base import config, fsutil, platforms, runner, usage
 from spmi.base.errors import SuiteError
 from spmi.steps import collect_hosts, collect_steps
 from spmi.steps.collect_hosts import CollectionMode, Tiering
@@ -69,6 +69,7 @@ def _add_mode_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tiered_compilation", action="store_true", help="collect with TieredCompilation=1")
     group.add_argument("--tiered_pgo", action="store_true", help="collect with TieredCompilation=1 and TieredPGO=1")
     group.add_argument("--disable_r2r", action="store_true", help="collect with ReadyToRun=0 (no precompiled code)")
+    usage.add_renamed(group, "--use_zapdisable", "--disable_r2r")
     group.add_argument("--jitoptrepeat_all", action="store_true", help="collect with JitOptRepeat=*")
     group.add_argument("-jit_name", help="file name of the Core_Root JIT behind the shim and in the replays "
                                          "(default: the JIT for -target_os/-target_arch, the host's native one)")

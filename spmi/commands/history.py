@@ -3,14 +3,15 @@
 - `history upload -summaries F…`: each JSON summary becomes a record
   `superpmi/history/<type>/<target_os>/<target_arch>/<UTC time>_<diff hash>.json` (needs a credential).
 - `history list`: the records there are (anonymous).
-- `history show`: the per-run changes of one type and target; `-output_html_path F` writes the trend page.
-- `history compare -summaries F…`: the PR's changes against the last N main runs (IQR fence).
+- `history show`: the per-run changes of each recorded type and target (or those of `-summaries`, or
+  those asked); `-output_html_path F` writes the trend page.
+- `history compare -summaries F…`: the PR's changes against the last N main runs (the fence of their sizes).
 """
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
 from spmi.base import config, fsutil, schema
 from spmi.base.errors import SuiteError
@@ -27,7 +28,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "history", help="record main-branch runs in storage; judge a change against them; draw trends",
         description="Main-branch history: upload JSON summaries as records, list and show them, and compare a "
                     "PR's summaries with the spread of the last main runs.")
-    verbs = parser.add_subparsers(dest="history_verb", metavar="verb", parser_class=config.ArgumentParser)
+    verbs = parser.add_subparsers(dest="history_verb", title="verbs", parser_class=config.ArgumentParser)
     verbs.required = True
     _register_upload(verbs)
     _register_list(verbs)
@@ -37,8 +38,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 def _record_facts_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("run facts (what the summaries do not say themselves)")
-    group.add_argument("-target_os", help="target OS of the summaries (asmdiffs summaries name theirs)")
-    group.add_argument("-target_arch", help="target architecture of the summaries")
+    group.add_argument("-target_os", help="target OS of the summaries (default: the one each summary names)")
+    group.add_argument("-target_arch", help="target architecture of the summaries (default: the one each names)")
     group.add_argument("-diff_git_hash", metavar="HASH", help="git hash of the diff JIT's build")
     group.add_argument("-base_git_hash", metavar="HASH", help="git hash of the base JIT's build")
     group.add_argument("-jit_ee_version", metavar="GUID", help="JIT-EE version GUID of the collections")
@@ -51,47 +52,63 @@ def _register_upload(verbs) -> None:  # type: ignore[no-untyped-def]
     _record_facts_options(parser)
     parser.add_argument("-run_time", type=run_time, metavar="YYYYMMDDTHHMMSSZ",
                         help="when the run's diff build was made, UTC (default: now)")
-    blobs.add_storage_url_option(parser)
+    _storage_option(parser)
     uploads.add_credential_options(parser)
     parser.set_defaults(func=upload_command)
 
 
-def _selection_options(parser: argparse.ArgumentParser, required: bool) -> None:
-    parser.add_argument("-summary_type", choices=records.SUMMARY_TYPES, required=required, help="kind of run")
-    parser.add_argument("-target_os", required=required, help="target OS")
-    parser.add_argument("-target_arch", required=required, help="target architecture")
+def _selection_options(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("-summary_type", choices=records.SUMMARY_TYPES, help=f"kind of run (default: {default})")
+    parser.add_argument("-target_os", help=f"target OS (default: {default})")
+    parser.add_argument("-target_arch", help=f"target architecture (default: {default})")
     parser.add_argument("-last", type=config.int_between(1, 1000), default=judge.DEFAULT_LAST,
                         help=f"how many of the newest records (default {judge.DEFAULT_LAST})")
-    blobs.add_storage_url_option(parser)
+    _storage_option(parser)
+
+
+def _record_timeout_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-record_timeout", type=config.positive_float, default=store.DEFAULT_RECORD_TIMEOUT,
+                        metavar="SECONDS",
+                        help=f"skip a record that has not arrived within this time (default "
+                             f"{store.DEFAULT_RECORD_TIMEOUT:g}); the whole read has {store.DEADLINE_FACTOR} times it")
+
+
+def _limits(args: argparse.Namespace) -> store.ReadLimits:
+    return store.ReadLimits(record_timeout=args.record_timeout)
 
 
 def _register_list(verbs) -> None:  # type: ignore[no-untyped-def]
     parser = verbs.add_parser("list", help="list the history records in storage")
-    _selection_options(parser, required=False)
+    _selection_options(parser, "every recorded one")
     parser.set_defaults(func=list_command)
 
 
 def _register_show(verbs) -> None:  # type: ignore[no-untyped-def]
-    parser = verbs.add_parser("show", help="show the recorded changes of one kind and target",
-                              description="Per collection and metric, the change of each recorded main run.")
-    _selection_options(parser, required=True)
+    parser = verbs.add_parser("show", help="show the recorded changes; write the trend page",
+                              description="Per collection and metric, the change of each recorded main run, for "
+                                          "every recorded kind and target (or those of -summaries, or those asked).")
+    _selection_options(parser, "those of -summaries, else every recorded one")
     parser.add_argument("-summaries", nargs="+", metavar="JSON", help="a PR's JSON summaries to mark on the page")
     parser.add_argument("-output_html_path", metavar="FILE", help="write the trend page (one offline HTML file)")
+    _record_timeout_option(parser)
     parser.set_defaults(func=show_command)
 
 
 def _register_compare(verbs) -> None:  # type: ignore[no-untyped-def]
     parser = verbs.add_parser("compare", help="judge a PR's summaries against the last main runs",
-                              description="For each collection and metric, is the PR's change within the spread "
-                                          "of main-to-main changes (Q1 - k*IQR .. Q3 + k*IQR)?")
+                              description="For each collection and metric: is the PR's change below its rule, "
+                                          "or is its size within the fence of main's changes (|change| < Q3 + "
+                                          "k*IQR of their sizes; docs/history.md)?")
     parser.add_argument("-summaries", nargs="+", required=True, metavar="JSON", help="the PR's JSON summaries")
     _record_facts_options(parser)
     parser.add_argument("-last", type=config.int_between(1, 1000), default=judge.DEFAULT_LAST,
                         help=f"how many of the newest main records (default {judge.DEFAULT_LAST})")
     parser.add_argument("-history_k", type=config.positive_float, default=judge.DEFAULT_K,
-                        help=f"fence width in interquartile ranges (default {judge.DEFAULT_K:g})")
+                        help=f"fence width in interquartile ranges, widened for short histories "
+                             f"(default {judge.DEFAULT_K:g}; x5/3 from 20 runs on)")
     parser.add_argument("-output_md_path", metavar="FILE", help="also write the verdicts as markdown")
-    blobs.add_storage_url_option(parser)
+    _record_timeout_option(parser)
+    _storage_option(parser)
     parser.set_defaults(func=compare_command)
 
 
@@ -105,9 +122,11 @@ def run_time(text: str) -> str:
 
 
 def facts_from_args(args: argparse.Namespace) -> RunFacts:
-    return RunFacts(target_os=args.target_os or "", target_arch=args.target_arch or "",
-                    diff_hash=(args.diff_git_hash or "").lower(), base_hash=(args.base_git_hash or "").lower(),
-                    jit_ee_version=args.jit_ee_version or "", time=getattr(args, "run_time", None) or "")
+    def flag(name: str) -> str:
+        return getattr(args, name, None) or ""
+    return RunFacts(target_os=flag("target_os"), target_arch=flag("target_arch"),
+                    diff_hash=flag("diff_git_hash").lower(), base_hash=flag("base_git_hash").lower(),
+                    jit_ee_version=flag("jit_ee_version"), time=flag("run_time"))
 
 
 def summary_records(paths: Sequence[str], facts: RunFacts) -> List[HistoryRecord]:
@@ -130,7 +149,13 @@ def summary_records(paths: Sequence[str], facts: RunFacts) -> List[HistoryRecord
 
 
 def _account_url(args: argparse.Namespace) -> str:
-    return blobs.resolve_account_url(getattr(args, "storage_url", None))
+    return store.resolve_location(getattr(args, "storage_url", None))
+
+
+def _storage_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-storage_url", metavar="URL_OR_FOLDER",
+                        help=f"storage account URL, or a folder (a path or file:// URL) with the same layout "
+                             f"(default: ${blobs.STORAGE_URL_ENV}, else {blobs.DEFAULT_ACCOUNT_URL})")
 
 
 def _print_problems(problems: Sequence[str]) -> None:
@@ -166,28 +191,54 @@ def list_command(args: argparse.Namespace) -> int:
     return 0
 
 
+Group = Tuple[str, str, str]
+
+
 def show_command(args: argparse.Namespace) -> int:
-    listing = store.load_history(_account_url(args), args.summary_type, args.target_os, args.target_arch, args.last)
-    _print_problems(listing.problems)
-    pr = _pr_record(args) if args.summaries else None
-    for line in change_lines(listing.records):
-        print(line)
+    location = _account_url(args)
+    prs = summary_records(args.summaries, facts_from_args(args)) if args.summaries else []
+    chosen = [pr for pr in prs if _selected(args, (pr.summary_type, pr.target_os, pr.target_arch))]
+    if prs and not chosen:
+        raise SuiteError("-summaries holds no summary of the -summary_type/-target_os/-target_arch asked; "
+                         "give the PR's JSON summary of that kind and target")
+    groups: List[Group] = [(pr.summary_type, pr.target_os, pr.target_arch) for pr in chosen]
+    said: List[str] = []
+    if not groups:
+        groups, said = recorded_groups(location, args)
+        _print_problems(said)
+    pages: List[trend_page.TrendGroup] = []
+    for group in groups:
+        listing = store.load_history(location, *group, args.last, _limits(args))
+        _print_problems([p for p in listing.problems if p not in said])
+        print(f"{group[0]} {group[1]}/{group[2]}:")
+        for line in change_lines(listing.records):
+            print(f"  {line}")
+        pr = next((p for p in chosen if (p.summary_type, p.target_os, p.target_arch) == group), None)
+        pages.append(trend_page.TrendGroup(f"{group[0]} {group[1]} {group[2]}" if len(groups) > 1 else "",
+                                           listing.records, pr, listing.problems))
+    if not groups:
+        print("No recorded runs.")
     if args.output_html_path:
         out = Path(args.output_html_path).resolve()
         if out.is_dir():
             raise SuiteError(f"-output_html_path '{args.output_html_path}' is a directory; give a file name")
-        title = f"SuperPMI {args.summary_type} history: {args.target_os} {args.target_arch}"
-        fsutil.atomic_write_text(out, trend_page.render_trend_page(listing.records, title, pr, listing.problems))
+        title = (f"SuperPMI {groups[0][0]} history: {groups[0][1]} {groups[0][2]}" if len(groups) == 1
+                 else "SuperPMI history")
+        fsutil.atomic_write_text(out, trend_page.render_trend_pages(pages, title, last=args.last))
         print(f"Wrote {out}")
     return 0
 
 
-def _pr_record(args: argparse.Namespace) -> HistoryRecord:
-    facts = RunFacts(target_os=args.target_os, target_arch=args.target_arch)
-    made = [r for r in summary_records(args.summaries, facts) if r.summary_type == args.summary_type]
-    if not made:
-        raise SuiteError(f"-summaries holds no {args.summary_type} summary; give the PR's {args.summary_type} JSON")
-    return made[0]
+def _selected(args: argparse.Namespace, group: Group) -> bool:
+    return all(not wanted or wanted == value
+               for wanted, value in zip((args.summary_type, args.target_os, args.target_arch), group))
+
+
+def recorded_groups(location: str, args: argparse.Namespace) -> Tuple[List[Group], List[str]]:
+    """Every recorded (type, target) the flags allow, in name order; a line per name of another shape."""
+    names, problems = store.list_record_names(location, args.summary_type, args.target_os, args.target_arch)
+    found = {(n.summary_type, n.target_os, n.target_arch) for n in names}
+    return sorted(g for g in found if _selected(args, g)), problems
 
 
 def change_lines(history: Sequence[HistoryRecord]) -> List[str]:
@@ -207,7 +258,8 @@ def compare_command(args: argparse.Namespace) -> int:
     prs = summary_records(args.summaries, facts_from_args(args))
     sections: List[str] = []
     for pr in prs:
-        listing = store.load_history(_account_url(args), pr.summary_type, pr.target_os, pr.target_arch, args.last)
+        listing = store.load_history(_account_url(args), pr.summary_type, pr.target_os, pr.target_arch, args.last,
+                                     _limits(args))
         _print_problems(listing.problems)
         verdicts = judge.judge(pr, listing.records, last=args.last, k=args.history_k)
         for line in report.verdict_lines(pr, verdicts):

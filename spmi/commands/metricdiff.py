@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence, Union
 
 from spmi.base import cioutput, config, errors, fsutil, logs, runner
 from spmi.base.errors import SuiteError
+from spmi.base.untrusted import console_line
 from spmi.formats import details
 from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
@@ -37,7 +38,7 @@ from spmi.tools.superpmi_tool import JitPairOptions, RunFiles, RunOptions, Super
 
 if TYPE_CHECKING:  # PIN is for tpdiff only: imported where used
     from spmi.tools import pintools
-from spmi.steps.outputs import summary_paths
+from spmi.steps.outputs import log_verdicts, summary_paths
 
 log = logging.getLogger("superpmi")
 
@@ -144,8 +145,15 @@ def write_run_summaries(run: MetricDiffRun, directory: Path, as_json: bool) -> L
 
 
 def write_markdown(run: MetricDiffRun, long_path: Path, short_path: Path) -> None:
+    """The run's summaries, exactly as `superpmi.py summarize` renders its JSON (which does not name the
+    target: the verdict line names the kind only; the console's names the target)."""
     fsutil.atomic_write_text(long_path, report.render(run, True, details.metric_direction))
     fsutil.atomic_write_text(short_path, report.render(run, False, details.metric_direction))
+
+
+def target_label(settings: config.Settings) -> str:
+    """`<os> <arch>` of the run's target, as the summaries name it."""
+    return f"{settings.target_os} {settings.target_arch}"
 
 
 def build_record(path: Path) -> model.BuildRecord:
@@ -229,7 +237,7 @@ def run_metric_command(args: argparse.Namespace, chosen: KindOptions) -> int:
     options = RunOptions.from_args(args)
     config.start_logging(args, settings)
     job = prepare_job(args, settings, options, chosen)
-    run = MetricDiffRun(kind=kind, focus=job.focus,
+    run = MetricDiffRun(kind=kind, focus=job.focus, target_os=settings.target_os, target_arch=settings.target_arch,
                         base_jit_options=summary_options(job.jit_options.shared, job.jit_options.base_only),
                         diff_jit_options=summary_options(job.jit_options.shared, job.jit_options.diff_only))
     if kind == TPDIFF:
@@ -379,9 +387,11 @@ def interpret_run(spmi_run: superpmi_tool.SuperpmiRun, mch: Path, files: RunFile
         return None
     digest = read_digest(files.details_csv, job, mch.name)
     counts = context_counts(digest) if digest is not None else superpmi_tool.ContextCounts()
-    replay_steps.log_verdict(superpmi_tool.interpret_exit(outcome, True, counts))
+    verdict = superpmi_tool.interpret_exit(outcome, True, counts, compares_code=False)
+    replay_steps.log_verdict(verdict)
+    replay_steps.log_missing_data(verdict, counts, diff_mode=True)
     if verdict.kind is superpmi_tool.ResultKind.FAILURES:
-        replay_steps.report_asserts(superpmi_tool.parse_asserts(spmi_run.stdout, mch.name))
+        replay_steps.report_asserts(superpmi_tool.parse_asserts(spmi_run.stdout, mch.name), two_jits=True)
     return digest
 
 
@@ -434,11 +444,12 @@ def start_context_map(settings: config.Settings, mch: Path) -> Optional[mcs_tool
 
 
 def name_examples(examples: Sequence[model.Example], rows: Mapping[int, mcs_tool.DumpMapRow]) -> None:
-    """Each unnamed example `<class>:<method>` from its map row's `method name` field."""
+    """Each unnamed example named as the JIT names it in memdiff's and metricdiff's tables,
+    `<class>:<method>(<args>)[:<return>]` from its map row (overloads told apart; docs/contracts.md §5)."""
     for example in examples:
         row = rows.get(example.context)
         if not example.method and row is not None:
-            example.method = row.display_name()
+            example.method = row.jit_name()
 
 
 def check_metrics_reported(data: Union[model.MetricDigest, details.DetailsTable], focus: str,
@@ -515,7 +526,7 @@ def log_significance(run: MetricDiffRun) -> None:
     else:
         log.info("No significant %s differences found (%d changes within noise)",
                  {TPDIFF: "throughput", MEMDIFF: "memory"}.get(run.kind, "metric"), quiet)
-    log.info("%s", signal.rule_line(signal.run_significance(run), metrics))
+    log.info("%s", signal.rule_line(signal.run_significance(run), metrics, console_line))
     for line in signal.unmatched_overrides(run.significance, list(dict.fromkeys(metrics + run.all_metrics()))):
         log.warning("Warning: %s", line)
 
@@ -542,6 +553,8 @@ def finish(run: MetricDiffRun, settings: config.Settings, as_json: bool) -> int:
                   BYTES_ALLOCATED, report.fmt_pct(breach.pct, direction=report.NEUTRAL),
                   report.fmt_threshold(run.threshold or 0))
     emit_azdo_issues(run, breaches)
+    if run.collections:
+        log_verdicts([report.verdict_line(run, target_label(settings), markdown=False)])
     if run.failures or not run.collections:
         return EXIT_FAILURE
     return EXIT_GATE if breaches else EXIT_OK

@@ -22,7 +22,7 @@ from spmi.steps.replay_steps import (
     emit_azdo_issues,
     finish_run,
     replay_summary_lines,
-    report_asserts,
+    report_outcome_asserts,
     repro_command_prefix,
     shortfall_check,
     stop_if_jit_unloadable,
@@ -84,11 +84,10 @@ def run_replay(args: argparse.Namespace) -> int:
             ctx = ReplayContext(settings, options, superpmi, jit, jit_options, temp_dir / str(index))
             ctx.temp_dir.mkdir()
             outcomes.append(replay_collection(ctx, mch, core_root))
-    all_asserts = [a for o in outcomes for a in o.asserts]
-    if all_asserts:
+    if any(o.asserts for o in outcomes):
         log.info("")
         log.info("All asserts:")
-        report_asserts(all_asserts)
+        report_outcome_asserts(outcomes, two_jits=False)
     log.info("")
     for line in replay_summary_lines(outcomes):
         log.info("%s", line)

@@ -79,6 +79,8 @@ def jit_files_to_upload(names: Sequence[str], host_os: str) -> List[str]:
 def list_command(args: argparse.Namespace, settings: Settings) -> int:
     account_url = blobs.resolve_account_url(args.storage_url)
     git_hash = None
+    if not args.global_all and not args.git_hash:
+        require_enlistment(args, settings)
     if not args.global_all:
         git_hash = (baseline.check_hash(args.git_hash, "-git_hash") if args.git_hash
                     else first_candidate(settings))
@@ -92,11 +94,24 @@ def list_command(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+#: What `list` and `download` say when no build is named and there is no enlistment to find a baseline in.
+NOT_IN_ENLISTMENT = "not in a dotnet/runtime enlistment: pass -runtime_repo DIR or -git_hash HASH"
+
+
+def require_enlistment(args: argparse.Namespace, settings: Settings) -> None:
+    """The baseline is computed from a dotnet/runtime enlistment's history (docs/contracts.md §12.8);
+    with neither a build nor an enlistment named and none around, say which flag names one."""
+    if not args.runtime_repo and not config.is_runtime_enlistment(settings.repo_root):
+        raise SuiteError(NOT_IN_ENLISTMENT)
+
+
 def first_candidate(settings: Settings) -> str:
     return baseline.baseline_candidates(settings.repo_root, alternatives=GIT_HASH_ALTERNATIVE).candidates[0]
 
 
 def download_command(args: argparse.Namespace, settings: Settings) -> int:
+    if not args.git_hash:
+        require_enlistment(args, settings)
     account_url = blobs.resolve_account_url(args.storage_url)
     target_dir: Optional[Path] = None
     if args.target_dir:
@@ -118,6 +133,8 @@ def download_command(args: argparse.Namespace, settings: Settings) -> int:
     prefix = baseline.build_prefix(git_hash, settings.host_os, settings.arch, settings.build_type)
     files = download_build(account_url, names, prefix, destination, settings, keep_existing=target_dir is None)
     log.info("Downloaded %d JIT file%s of %s to %s", len(files), "" if len(files) == 1 else "s", git_hash, destination)
+    if args.skip_cleanup:
+        log.info("--skip_cleanup: nothing to keep (download writes straight into %s)", destination)
     return 0
 
 
@@ -173,6 +190,8 @@ def upload_command(args: argparse.Namespace, settings: Settings) -> int:
     log.info("Uploaded %d JIT files to %s", len(names),
              blobs.blob_url(CONTAINER, baseline.build_prefix(git_hash, settings.host_os, settings.arch,
                                                                settings.build_type), writer.account_url))
+    if args.skip_cleanup:
+        log.info("--skip_cleanup: nothing to keep (upload sends the files of %s as they are)", product_dir)
     return 0
 
 

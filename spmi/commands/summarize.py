@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from spmi.base import config, fsutil, platforms, schema, untrusted
 from spmi.base.errors import SuiteError
 from spmi.formats import details
-from spmi.reports import html_build, html_report
+from spmi.reports import asm_markdown, html_build, html_report
 from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
 from spmi.reports import summaries as asm_summaries
@@ -220,8 +220,11 @@ def run_summarize(args: argparse.Namespace) -> int:
     merged = merge_asmdiffs(documents) if kind == "asmdiffs" else None
     if merged is not None:
         long_text, short_text = render_asmdiffs(merged)
+        verdicts = [asm_markdown.verdict_line(summary, markdown=False) for summary in merged.platforms]
     else:
-        long_text, short_text = render_metric(merge_metric_summaries(kind, documents))
+        run = merge_metric_summaries(kind, documents)
+        long_text, short_text = render_metric(run)
+        verdicts = [report.verdict_line(run, markdown=False)]
     long_path, short_path = output_paths(args, kind)
     short_flag = ("-output_short_summary_path" if args.output_short_summary_path
                   else "the short summary (next to the long one)")
@@ -237,10 +240,11 @@ def run_summarize(args: argparse.Namespace) -> int:
     print(untrusted.console_line(f"Wrote {long_path}"))
     print(untrusted.console_line(f"Wrote {short_path}"))
     if html_path is not None and merged is not None:
-        report = html_build.report_from_merged(merged)
-        report.header.history_page = args.history_page or ""
-        html_step.write_report(report, html_path)
+        page = html_build.report_from_merged(merged)
+        page.header.history_page = args.history_page or ""
+        html_step.write_report(page, html_path)
         print(untrusted.console_line(f"Wrote {html_path}"))
+    outputs.log_verdicts(verdicts, printed=True)
     return 0
 
 

@@ -9,14 +9,14 @@ Builds live in the `jitrollingbuild` container as
 `builds/<hash>/<host_os>/<arch>/<build_type>/<jit file>`. Without `-git_hash`,
 `list` and `download` use the baseline of the current checkout (§12.8): the
 newest commits touching the JIT at or before the merge-base with `main`.
-Exit code 0 on success, 1 on any error (one line); `download` exits 2 when no build of
-the hash(es) tried exists (nothing was downloaded).
+Exit code 0 on success, 1 on any error (one line), 2 on a usage error; `download` exits 2
+also when no build of the hash(es) tried exists (nothing was downloaded).
 """
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from spmi.base import config, logs
+from spmi.base import config, logs, usage
 from spmi.base.config import ArgumentParser
 from spmi.commands.rollingbuild import PROG, check_list_flags, download_command, list_command, run, upload_command
 from spmi.storage import blobs, uploads
@@ -26,6 +26,7 @@ def build_parser() -> ArgumentParser:
     common = config.common_options()
     blobs.add_storage_url_option(common)
     parser = ArgumentParser(prog=PROG, description="List, download and upload rolling builds of the JIT.")
+    usage.add_version(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="command", parser_class=ArgumentParser)
     subparsers.required = True
 
@@ -41,6 +42,7 @@ def build_parser() -> ArgumentParser:
                           help="build to download (default: the newest built baseline of the current checkout)")
     download.add_argument("-target_dir", metavar="DIR",
                           help="existing directory to download into (default: <spmi_location>/basejit/...)")
+    add_skip_cleanup(download, "download writes the JIT files straight into their folder")
     download.set_defaults(func=download_command, validate=None)
 
     upload = subparsers.add_parser("upload", parents=[common], help="upload the JITs of the product directory")
@@ -48,8 +50,14 @@ def build_parser() -> ArgumentParser:
     upload.add_argument("--use_latest_jit_change", action="store_true",
                         help="use the newest commit at or before -git_hash that changed src/coreclr/jit")
     uploads.add_credential_options(upload)
+    add_skip_cleanup(upload, "upload sends the product directory's files as they are")
     upload.set_defaults(func=upload_command, validate=None)
     return parser
+
+
+def add_skip_cleanup(parser: ArgumentParser, why: str) -> None:
+    parser.add_argument("--skip_cleanup", action="store_true",
+                        help=f"accepted as upstream does; {why}, so there is no temporary folder to keep")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

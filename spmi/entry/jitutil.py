@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 from typing import Optional, Sequence
 
-from spmi.base import invocation, logs
+from spmi.base import invocation, logs, usage
 from spmi.base.config import ArgumentParser
 from spmi.base.errors import SuiteError
 from spmi.base.facts import jit_ee_version_text, platform_report
@@ -26,6 +26,7 @@ PROG = invocation.program_name("jitutil.py")
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog=PROG, description="Small JIT utilities from the SuperPMI suite.")
+    usage.add_version(parser)
     commands = parser.add_subparsers(dest="command", metavar="command", parser_class=ArgumentParser)
     commands.required = True
     platform = commands.add_parser("platform", help="host facts and JIT/tool file names for a target")

@@ -12,7 +12,7 @@ import importlib
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from spmi.base import invocation, logs
+from spmi.base import invocation, logs, usage
 from spmi.base.config import ArgumentParser
 
 SCRIPT = "superpmi.py"
@@ -46,6 +46,7 @@ def modules_for(argv: Optional[Sequence[str]]) -> List[str]:
 def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> ArgumentParser:
     parser = ArgumentParser(prog=PROG,
                             description="Replay SuperPMI collections and diff JIT code, throughput and memory.")
+    usage.add_version(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="command", parser_class=ArgumentParser)
     subparsers.required = True
     for name in modules:

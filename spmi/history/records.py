@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from spmi.base import schema
 from spmi.base.errors import SuiteError
@@ -60,11 +60,13 @@ class CollectionTotals:
                 raise ValueError(f"collection {self.name}: metric {metric} is not [base, diff]")
 
     def change(self, metric: str) -> Optional[float]:
-        """The metric's relative change in percent, None when absent or its base is 0."""
+        """The metric's relative change in percent; None (no data) when absent, its base is 0, or the
+        change is not a finite number (a tiny base: `[5e-324, 1.0]`)."""
         pair = self.totals.get(metric)
         if pair is None or pair[0] == 0:
             return None
-        return (pair[1] - pair[0]) / abs(pair[0]) * 100.0
+        change = (pair[1] - pair[0]) / abs(pair[0]) * 100.0
+        return change if math.isfinite(change) else None
 
 
 @dataclass
@@ -101,6 +103,11 @@ class HistoryRecord:
         for label, value in (("base_build", self.base_build), ("diff_build", self.diff_build)):
             if len(value) > 500:
                 raise ValueError(f"{label} is longer than 500 characters")
+        seen: Set[str] = set()
+        for collection in self.collections:
+            if collection.name in seen:
+                raise ValueError(f"collection {collection.name} is listed twice")
+            seen.add(collection.name)
 
     @property
     def platform(self) -> Tuple[str, str]:
@@ -151,7 +158,7 @@ def record_from_bytes(data: bytes, source: str) -> HistoryRecord:
         document = schema.parse_json(data, MAX_RECORD_BYTES)
         if not isinstance(document, dict) or document.get("format") != FORMAT_NAME:
             raise schema.SchemaError("not a history record")
-        if document.get("version") != FORMAT_VERSION:
+        if not schema.is_version(document.get("version"), FORMAT_VERSION):
             raise schema.SchemaError(f"history record version is not {FORMAT_VERSION}")
         return schema.build(HistoryRecord, document.get("record"), "record")
     except schema.SchemaError as exc:
@@ -202,7 +209,7 @@ def record_from_asmdiffs(summary: AsmDiffsSummary, facts: RunFacts, source: str)
 
 def record_from_metric_run(run: metric_model.MetricDiffRun, facts: RunFacts, source: str) -> HistoryRecord:
     collections = [_metric_collection(c) for c in run.collections if is_plain_name(c.name)]
-    return _record(run.kind, run.focus, facts.target_os, facts.target_arch, facts,
+    return _record(run.kind, run.focus, facts.target_os or run.target_os, facts.target_arch or run.target_arch, facts,
                    run.base_build.text if run.base_build else "", run.diff_build.text if run.diff_build else "",
                    collections, source)
 

@@ -55,7 +55,8 @@ def overall_section(judged: Sequence[Tuple[HistoryRecord, HistoryJudgement]], la
                     pages: Sequence[str] = ()) -> str:
     """The overall page's history section: one table for every platform, flagged rows first;
     `pages` names the trend pages written beside the page."""
-    text = f"## History\n\nEach change against the spread of the last {last} main runs (docs/history.md).\n\n"
+    text = (f"## History\n\nEach change's size against the fence of the sizes of the last {last} main runs' changes; "
+            "a change below its metric's rule is never flagged (docs/history.md).\n\n")
     if pages:
         text += "Trend pages (in the results artifact): " + ", ".join(f"`{name}`" for name in pages) + "\n\n"
     for note in notes:
@@ -74,6 +75,6 @@ def overall_section(judged: Sequence[Tuple[HistoryRecord, HistoryJudgement]], la
         return text + "No platform had a change to compare.\n\n"
     rows.sort(key=lambda row: not row[1].verdict.flagged)
     flagged = sum(1 for _, j in rows if j.verdict.flagged)
-    text += (f"\n{flagged} flagged, {len(rows) - flagged} within the usual range"
-             + (f"; {hidden} other metric changes within the usual range not shown" if hidden else "") + ".\n\n")
+    text += (f"\n{flagged} flagged, {len(rows) - flagged} not flagged"
+             + (f"; {hidden} other metric changes, none flagged, not shown" if hidden else "") + ".\n\n")
     return text + verdict_table(rows) + "\n"

@@ -183,10 +183,13 @@ DIFF_TYPES: Dict[str, DiffType] = {
 ALL_TYPES = ("asmdiffs", "tpdiff", "memdiff")
 
 
-def signal_args(noise_check: bool, significance: Sequence[Tuple[str, float]]) -> List[str]:
-    """`--noise_check` and `-significance METRIC=PCT` as passed from setup to the work item and on to
-    tpdiff/memdiff/metricdiff (asmdiffs takes `-significance` only)."""
+def signal_args(noise_check: bool, significance: Sequence[Tuple[str, float]], include_noise: bool = False) -> List[str]:
+    """`--noise_check`, `-significance METRIC=PCT` and `--include_noise` as passed from setup to the work
+    item and on to the diff commands (asmdiffs takes `-significance` and `--include_noise`, the metric
+    diffs `--noise_check` and `-significance`)."""
     argv = ["--noise_check"] if noise_check else []
+    if include_noise:
+        argv.append("--include_noise")
     for metric, pct in significance:
         argv += ["-significance", f"{metric}={pct:g}"]
     return argv
@@ -201,6 +204,8 @@ def add_signal_options(parser: "argparse.ArgumentParser") -> None:
                         default=[],
                         metavar="METRIC=PCT", help="minimum meaningful change of METRIC in %% for every diff "
                                                    "(repeatable; see superpmi.py tpdiff -h)")
+    parser.add_argument("--include_noise", action="store_true",
+                        help="asmdiffs examples keep the diffs of known noise (see superpmi.py asmdiffs -h)")
 TYPE_CHOICES = ("asmdiffs", "tpdiff", "memdiff", "metricdiff", "all")
 
 
@@ -368,6 +373,29 @@ def overall_summary_name(type_name: str, platform: str, arch: str, short: bool =
     diff_type = DIFF_TYPES[type_name]
     kind = "short_summary" if short else "summary"
     return f"{diff_type.order}_overall_{type_name}_{kind}_{platform}_{arch}.md"
+
+
+_OVERALL_NAME_RE = re.compile(r"^[0-9]_overall_(asmdiffs|tpdiff|memdiff|metricdiff)_(short_summary|summary)_"
+                               r"([a-z]+)_([a-z0-9]+)\.md$")
+
+
+@dataclass(frozen=True)
+class OverallName:
+    type_name: str
+    short: bool
+    platform: str
+    arch: str
+
+
+def parse_overall_summary_name(file_name: str) -> Optional[OverallName]:
+    """The parts of an `overall_summary_name` (None for any other name)."""
+    match = _OVERALL_NAME_RE.match(file_name)
+    if not match or match.group(1) not in DIFF_TYPES:
+        return None
+    name = OverallName(match.group(1), match.group(2) == "short_summary", match.group(3), match.group(4))
+    if overall_summary_name(name.type_name, name.platform, name.arch, name.short) != file_name:
+        return None
+    return name
 
 
 _PART_RE = r"(?:\.part(\d+)of(\d+))?"

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from spmi.base import fsutil
-from spmi.base.config import int_between
+from spmi.base.config import int_between, positive_float
 from spmi.base.errors import SuiteError
 from spmi.base.untrusted import neutralize_commands, one_line
-from spmi.history import judge, records, report, store, trend_page
+from spmi.history import folder_store, judge, records, report, store, trend_page
 from spmi.history.records import HistoryRecord, RunFacts
 from spmi.reports import asm_model, metric_model
-from spmi.storage import blobs, uploads
+from spmi.storage import uploads
 
 log = logging.getLogger("superpmi")
 
@@ -35,11 +35,16 @@ def add_history_options(parser: argparse.ArgumentParser) -> None:
                        help="judge each platform's changes against the last main runs recorded in storage")
     group.add_argument("-history_last", type=int_between(1, 1000), default=judge.DEFAULT_LAST, metavar="N",
                        help=f"how many main runs to compare with (default {judge.DEFAULT_LAST})")
+    group.add_argument("-history_record_timeout", type=positive_float, default=store.DEFAULT_RECORD_TIMEOUT,
+                       metavar="SECONDS",
+                       help=f"skip a history record that has not arrived within this time (default "
+                            f"{store.DEFAULT_RECORD_TIMEOUT:g}); each platform's read has {store.DEADLINE_FACTOR} times it")
     group.add_argument("-diff_git_hash", metavar="HASH", help="commit the diff JITs were built from (recorded)")
     group.add_argument("-base_git_hash", metavar="HASH", help="commit the base JITs were built from (recorded)")
     group.add_argument("-jit_ee_version", metavar="GUID", help="JIT-EE version of the collections (recorded)")
-    group.add_argument("-storage_url", help="storage account of the history (default: $SUPERPMI_STORAGE_URL, "
-                                            "else the public account)")
+    group.add_argument("-storage_url", help="storage account of the history, or a folder (path or file:// URL) "
+                                            "with the same layout (default: $SUPERPMI_STORAGE_URL, else the "
+                                            "public account)")
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -83,38 +88,40 @@ def run_history(platform_summaries: Sequence[Tuple[str, str, object]], args: arg
             continue
         if record is not None:
             made.append(record)
-    account_url = blobs.resolve_account_url(args.storage_url)
-    section = judge_section(made, account_url, args.history_last, pages) if args.history else ""
+    account_url = store.resolve_location(args.storage_url)
+    limits = store.ReadLimits(record_timeout=args.history_record_timeout)
+    section = judge_section(made, account_url, args.history_last, pages, limits) if args.history else ""
     if args.history_upload:
         upload_records(made, account_url)
     return section
 
 
-def judge_section(made: Sequence[HistoryRecord], account_url: str, last: int, pages: Optional[Path] = None) -> str:
+def judge_section(made: Sequence[HistoryRecord], account_url: str, last: int, pages: Optional[Path] = None,
+                  limits: store.ReadLimits = store.ReadLimits()) -> str:
     judged = []
     notes: List[str] = []
     written: List[str] = []
     for pr in made:
         try:
-            listing = store.load_history(account_url, pr.summary_type, pr.target_os, pr.target_arch, last)
+            listing = store.load_history(account_url, pr.summary_type, pr.target_os, pr.target_arch, last, limits)
         except SuiteError as exc:
             notes.append(f"{pr.target_os} {pr.target_arch}: history could not be read ({one_line(str(exc))})")
             continue
         for problem in listing.problems:
             log.warning("Warning: %s", problem)
-        notes.extend(f"{pr.target_os} {pr.target_arch}: {p}" for p in listing.problems[:5])
+        notes.extend(f"{pr.target_os} {pr.target_arch}: {p}" for p in listing.notes())
         judged.append((pr, judge.judge(pr, listing.records, last=last)))
         if pages is not None:
             name = trend_page_name(pr.summary_type, pr.target_os, pr.target_arch)
             title = f"SuperPMI {pr.summary_type} history: {pr.target_os} {pr.target_arch}"
-            fsutil.atomic_write_text(pages / name, trend_page.render_trend_page(listing.records, title, pr))
+            fsutil.atomic_write_text(pages / name, trend_page.render_trend_page(listing.records, title, pr, last=last))
             written.append(name)
     return report.overall_section(judged, last, notes, written)
 
 
 def upload_records(made: Sequence[HistoryRecord], account_url: str) -> None:
     credentials = uploads.StorageCredentials(**uploads.first_credential_from_environment(os.environ))
-    if credentials.kind() is None:
+    if credentials.kind() is None and not folder_store.is_folder_location(account_url):
         raise SuiteError("--history_upload needs a credential: set $" + uploads.CONNECTION_STRING_ENV + ", $"
                          + uploads.SAS_TOKEN_ENV + " or $" + uploads.ACCOUNT_KEY_ENV)
     with fsutil.temporary_directory(prefix="spmi-history-") as scratch:

@@ -11,7 +11,7 @@ import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from spmi.base import runner
 from spmi.base.errors import ToolTimeout
@@ -118,9 +118,23 @@ def collect_results(results: Sequence[LocalResult], destination: Path) -> None:
                 copy_file(source, target / name)
 
 
+#: Where a quiet local run keeps the summarize step's output (in the local directory).
+SUMMARIZE_LOG = "summarize.log"
+
+
+def run_summarize(argv: Sequence[str], output: Optional[Path]) -> int:
+    """The summarize script: its output on the console, or into `output`."""
+    if output is None:
+        return runner.run(argv, inherit_output=True).returncode
+    with output.open("wb") as out:
+        return runner.run(argv, output_file=out).returncode
+
+
 def run_locally(items: Sequence[WorkItem], payload: Path, local_dir: Path, host_os: str, host_arch: str,
-                type_name: str, source_directory: Path, parallelism: int, summarize_options: Sequence[str] = ()) -> int:
-    """All work items, then the summarize script (with `summarize_options`); exit 1 when anything failed."""
+                type_name: str, source_directory: Path, parallelism: int, summarize_options: Sequence[str] = (),
+                quiet: bool = False) -> int:
+    """All work items, then the summarize script (with `summarize_options`); exit 1 when anything failed.
+    `quiet`: the summarize script's output goes to `<local_dir>/summarize.log` instead of the console."""
     work_root = local_dir / "workitems"
     results_dir = local_dir / "helixresults"
     for stale in (work_root, results_dir):
@@ -147,10 +161,11 @@ def run_locally(items: Sequence[WorkItem], payload: Path, local_dir: Path, host_
     argv = [sys.executable, str(source_directory / pipeline.SUMMARIZE_SCRIPT), "-diff_summary_dir",
             str(results_dir), "-arch", host_arch, "-platform", host_os, "-type", type_name, *summarize_options]
     sys.stdout.flush()
-    code = runner.run(argv, inherit_output=True).returncode
+    code = run_summarize(argv, local_dir / SUMMARIZE_LOG if quiet else None)
     if code != 0:
         status = 1
-        log.error("Error: summarize -type %s exited with %d", type_name, code)
+        where = f"; its output: {local_dir / SUMMARIZE_LOG}" if quiet else ""
+        log.error("Error: summarize -type %s exited with %d%s", type_name, code, where)
     for diff_type in pipeline.expand_types(type_name):
         summary = results_dir / pipeline.overall_summary_name(diff_type.name, host_os, host_arch)
         log.info("Overall %s summary: %s", diff_type.name, summary)

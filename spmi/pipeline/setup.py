@@ -7,9 +7,9 @@ import argparse
 import logging
 import os
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
-from spmi.base import config, fsutil, logs, platforms
+from spmi.base import cioutput, config, fsutil, logs, platforms
 from spmi.base.errors import SuiteError
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.azdo import default_creator, helix_source_prefix, pipeline_variables, print_variables
@@ -79,8 +79,19 @@ def positive(value: int, flag: str) -> int:
     return value
 
 
+def quiet_local_run(args: argparse.Namespace, environ: Optional[Mapping[str, str]] = None) -> bool:
+    """`--run_locally` on a developer's machine shows only one line per work item and the overall
+    pages; `-v`, a debug `-log_level`, or a CI run (whose logs want the pipeline commands) show everything."""
+    environ = os.environ if environ is None else environ
+    under_ci = cioutput.running_under_azdo(environ) or bool(environ.get("GITHUB_ACTIONS"))
+    return bool(args.run_locally) and not args.verbose and not under_ci \
+        and logs.parse_log_level(args.log_level) > logging.DEBUG
+
+
 def run(args: argparse.Namespace) -> int:
-    logs.setup_logging(logs.parse_log_level(args.log_level), None)
+    level = logging.DEBUG if args.verbose else logs.parse_log_level(args.log_level)
+    quiet = quiet_local_run(args)
+    logs.setup_logging(max(level, logging.WARNING) if quiet else level, None)  # staging: warnings only when quiet
     significance.check_override_names(args.significance)
     host_os, host_arch = resolve_host(args)
     types = pipeline.expand_types(args.type)
@@ -119,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     collections = stage_collections(options)
     hashes = stage_payload(options)
     items = plan_work_items(host_os, host_arch, args.type, base_options, diff_options, collections,
-                            pipeline.signal_args(args.noise_check, args.significance))
+                            pipeline.signal_args(args.noise_check, args.significance, args.include_noise))
     validate_payload(payload, items, host_os, types, source)
     helix_dir = Path(args.helix_directory).resolve() if args.helix_directory else payload.with_name(payload.name + "_helix")
     (helix_dir / "workitem").mkdir(parents=True, exist_ok=True)
@@ -130,14 +141,16 @@ def run(args: argparse.Namespace) -> int:
              ", ".join(i.name for i in items), ", ".join(f"{k}: {v or 'unknown'}" for k, v in hashes.items()))
     log.info("Helix project %s", proj)
     environ = dict(os.environ)
-    print_variables(pipeline_variables(payload, host_arch, args.creator or default_creator(environ),
-                                       args.source_prefix or helix_source_prefix(environ)))
+    if not quiet:  # the pipeline's variables; nothing reads them in a quiet local run
+        print_variables(pipeline_variables(payload, host_arch, args.creator or default_creator(environ),
+                                           args.source_prefix or helix_source_prefix(environ)))
     if not args.run_locally:
         return 0
+    logs.setup_logging(level, None)
     local_dir = Path(args.local_directory).resolve() if args.local_directory else payload.with_name(payload.name + "_local")
     jobs = positive(args.jobs, "-jobs") if args.jobs is not None else platforms.usable_cpu_count()
     return run_locally(items, payload, local_dir, host_os, host_arch, args.type, source, jobs,
-                       history_summarize_options(args, hashes, options.jit_ee_version))
+                       history_summarize_options(args, hashes, options.jit_ee_version), quiet=quiet)
 
 
 def history_summarize_options(args: argparse.Namespace, hashes: Dict[str, Optional[str]],

@@ -496,6 +496,26 @@ def pipeline_box(states: Sequence[PlatformState]) -> str:
     return text + "\n"
 
 
+def verdict_of(state: PlatformState) -> str:
+    """The platform's verdict line (the one its summaries open with), or what is missing."""
+    if isinstance(state.summary, metric_model.MetricDiffRun):
+        return metric_report.verdict_line(state.summary, state.label)
+    if state.summary is not None:
+        from spmi.reports.asm_markdown import verdict_line
+        return verdict_line(state.summary)  # type: ignore[arg-type]
+    head = escape_md_inline(f"{'' if state.type_name in ('', 'asmdiffs') else state.type_name + ' '}{state.label}")
+    if state.missing:
+        return f"{head}: no results came back"
+    if state.without_results:
+        return f"{head}: the results cannot be used"
+    return f"{head}: see its summary below"
+
+
+def verdict_lines(states: Sequence[PlatformState]) -> str:
+    """One verdict line per platform, first on every overall page (docs/signal.md §6)."""
+    return "".join(verdict_of(state) + "\n\n" for state in states)
+
+
 def missing_section(state: PlatformState) -> str:
     """The section of a platform whose work item left no summary (or none that can be used)."""
     label = escape_md_inline(state.label)
@@ -526,7 +546,7 @@ def render_asmdiffs(states: Sequence[PlatformState], title: str, budget: int, sh
     with_summary = [s for s in states if s.summary is not None]
     markdown_only = [s for s in states if s.summary is None and s.markdown is not None]
     missing = [s for s in states if s.without_results]
-    head = f"# {title}\n\n" + pipeline_box(states) + history
+    head = f"# {title}\n\n" + verdict_lines(states) + pipeline_box(states) + history
     tail = reports + "".join(markdown_section(s) for s in markdown_only) + "".join(missing_section(s) for s in missing)
     if not with_summary:
         nothing = DIFF_NOTHING["asmdiffs"] + "\n\n---\n\n"
@@ -537,7 +557,7 @@ def render_asmdiffs(states: Sequence[PlatformState], title: str, budget: int, sh
                           if (p.target_os, p.target_arch) in order else len(order))
     measure = md.char_size if short else md.utf8_size
     room = max(1024, budget - measure(head) - measure(tail))
-    body = asm_overall.render_overall(merged, room, artifact=artifact, short=short, title="")
+    body = asm_overall.render_overall(merged, room, artifact=artifact, short=short, title="", verdicts=False)
     return head + body + tail
 
 
@@ -548,7 +568,8 @@ def render_metric_type(states: Sequence[PlatformState], diff_type: DiffType, tit
                        artifact: str, transform: Callable[[str], str], history: str = "") -> str:
     """tpdiff/memdiff (§12.16): heading, sentence, each platform's markdown; sections drop to fit."""
     measure = md.char_size if short else md.utf8_size
-    head = f"# {title}\n\n" + (diff_type.intro + "\n\n" if diff_type.intro else "") + pipeline_box(states)
+    head = f"# {title}\n\n" + verdict_lines(states) + (diff_type.intro + "\n\n" if diff_type.intro else "")
+    head += pipeline_box(states)
     runs = [(s.label, s.summary) for s in states if s.summary is not None]
     head += metric_report.headline_table(runs, details.metric_direction)  # type: ignore[arg-type]
     head += history

@@ -49,6 +49,7 @@ class DriverConfig:
     replay_deadline: Optional[float] = None   # time.monotonic() by which replays must have stopped
     noise_check: bool = False                 # tpdiff/memdiff/metricdiff run the A/A calibration
     significance: List[Tuple[str, float]] = field(default_factory=list)  # -significance overrides
+    include_noise: bool = False               # asmdiffs examples keep known-noise diffs
     overlap: bool = True                      # the first type replays while the collections download
 
     @property
@@ -124,7 +125,8 @@ def diff_argv(cfg: DriverConfig, diff_type: DiffType) -> List[str]:
         argv += ["--time_budget", f"{budget:.0f}"]
     if diff_type.uses_pin:
         argv += ["-pin_path", str(cfg.pin_directory)]
-    argv += pipeline.signal_args(cfg.noise_check and diff_type.name != "asmdiffs", cfg.significance)
+    argv += pipeline.signal_args(cfg.noise_check and diff_type.name != "asmdiffs", cfg.significance,
+                                 cfg.include_noise and diff_type.name == "asmdiffs")
     for option in cfg.base_jit_options:
         argv += ["-base_jit_option", option]
     for option in cfg.diff_jit_options:
@@ -567,6 +569,7 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> Dr
         part=part_from_args(args.part),
         replay_deadline=replay_deadline(args.work_item_timeout, time.monotonic()),
         noise_check=bool(args.noise_check), significance=list(args.significance),
+        include_noise=bool(args.include_noise),
         overlap=not args.no_overlap)
 
 

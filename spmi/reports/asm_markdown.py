@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from spmi.base.columns import in_order_sum
-from spmi.base.untrusted import code_block, escape_html_inline, escape_md_inline, one_line, sanitize_markdown
+from spmi.base.untrusted import (
+    code_block,
+    console_line,
+    escape_html_inline,
+    escape_md_inline,
+    one_line,
+    sanitize_markdown,
+)
 from spmi.reports import significance
 from spmi.reports.asm_model import (
     IMPROVEMENT,
@@ -63,9 +70,10 @@ def fmt_delta(base: int, diff: int) -> str:
 
 
 def fmt_percent(value: float, decimals: int = 2) -> str:
-    """P(p,k): signed percentage, red when positive, green when negative."""
+    """P(p,k): signed percentage, red when positive, green when negative; a change that would
+    show as zero at k decimals gets more (`significance.fmt_change`)."""
     value = value + 0.0  # no "-0.00%"
-    text = ("+" if value > 0 else "") + f"{value:.{decimals}f}%"
+    text = significance.fmt_change(value, decimals)
     if value > 0:
         return colored("red", text)
     if value < 0:
@@ -551,6 +559,17 @@ def fmt_number(value: float) -> str:
     return fmt_float(value) if isinstance(value, float) and not value.is_integer() else fmt_int(int(value))
 
 
+def metric_percent(metric: str, value: float) -> str:
+    """P(p) coloured by the metric's direction: green an improvement, red a regression, no colour for a
+    neutral metric (a counter such as CseCount) or no change."""
+    text = significance.fmt_change(value + 0.0)
+    way = significance.direction(metric)
+    if value == 0 or way == significance.NEUTRAL:
+        return text
+    better = value < 0 if way == significance.LOWER else value > 0
+    return colored("green" if better else "red", text)
+
+
 def other_metrics_section(collections: Sequence[CollectionReport],
                           rules: Optional[significance.Significance] = None) -> str:
     """Every other metric of the details CSV that changed significantly somewhere: base, diff, % per
@@ -575,7 +594,7 @@ def other_metrics_section(collections: Sequence[CollectionReport],
                 continue
             base, diff = collection.metric_totals[metric]
             body += (f"|{escape_md_inline(metric)}|{escape_md_inline(collection.name)}|{fmt_number(base)}|{fmt_number(diff)}|"
-                     f"{fmt_percent(pct(base, diff)) if base else ('+∞' if diff else '0.00%')}|\n")
+                     f"{metric_percent(metric, pct(base, diff)) if base else ('+∞' if diff else '0.00%')}|\n")
     return details_block(f"Other metrics ({plural(len(metrics), 'metric')} changed)", body) + quiet_line
 
 
@@ -613,6 +632,29 @@ def no_diffs_statement(summary: AsmDiffsSummary) -> str:
             f"({plural(contexts, 'context')} diffed).\n")
 
 
+def verdict_line(summary: AsmDiffsSummary, markdown: bool = True) -> str:
+    """The one line a reviewer acts on (docs/signal.md §6): `<os> <arch>: <n> of <N> contexts with diffs,
+    <Δ> bytes (<%>), PerfScore <%>; no failures` (or `no diffs in <N> contexts`, or the replay problems).
+    `markdown`: escaped and coloured for a summary; otherwise plain, for the console."""
+    overall = [c.aggregates.overall for c in summary.collections]
+    contexts, with_diffs = sum(a.diffed_contexts for a in overall), sum(a.contexts_with_diffs for a in overall)
+    name = escape_md_inline(summary.platform) if markdown else console_line(summary.platform)
+    if with_diffs:
+        base, diff = sum(a.base_code_bytes for a in overall), sum(a.diff_code_bytes for a in overall)
+        base_ps, diff_ps = sum(a.base_perfscore for a in overall), sum(a.diff_perfscore for a in overall)
+        delta = fmt_delta(base, diff) if markdown else ("+" if diff >= base else "") + fmt_int(diff - base)
+        change = fmt_percent if markdown else significance.fmt_change
+        text = (f"{name}: {fmt_int(with_diffs)} of {plural(contexts, 'context')} with diffs, {delta} bytes "
+                f"({change(pct(base, diff))}), PerfScore {change(pct(base_ps, diff_ps))}")
+    else:
+        text = f"{name}: no diffs in {plural(contexts, 'context')}"
+    problems = sum(1 for c in summary.collections if c.has_problems)
+    if not problems:
+        return text + "; no failures"
+    trouble = f"replay problems in {problems} of {plural(len(summary.collections), 'collection')}"
+    return text + "; " + (colored("red", trouble) if markdown else trouble)
+
+
 def truncation_note(what: str, limit: str, artifact: str) -> str:
     where = f"see the artifact `{artifact}` for the full summary" if artifact else "see the full summary file"
     return f"**Truncated:** {what} left out to stay within {limit}; {where}.\n\n"
@@ -637,6 +679,7 @@ class RenderOptions:
     drop_extras: bool = False
     repro: bool = True
     note: str = ""
+    verdict: bool = True
 
 
 def render_long(summary: AsmDiffsSummary, options: Optional[RenderOptions] = None) -> str:
@@ -683,8 +726,9 @@ def render_short(summary: AsmDiffsSummary, options: Optional[RenderOptions] = No
 def _head(summary: AsmDiffsSummary, o: RenderOptions) -> str:
     if not o.additions:
         return ""
+    verdict = verdict_line(summary) + "\n\n" if o.verdict else ""
     box = failures_box([("", c) for c in summary.collections]) if o.failures_box else ""
-    return box + o.note
+    return verdict + box + o.note
 
 
 def _extras_after_pivots(summary: AsmDiffsSummary, o: RenderOptions) -> str:

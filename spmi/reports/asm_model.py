@@ -294,6 +294,11 @@ class CollectionReport:
     #: example candidates skipped because their diff is known noise (reports/noise_patterns)
     noise_skipped: int = 0
 
+    def __post_init__(self) -> None:
+        for metric, pair in self.metric_totals.items():
+            if len(pair) != 2:
+                raise ValueError(f"metric_totals.{metric} is not [base, diff] (it has {len(pair)} values)")
+
     @property
     def has_diffs(self) -> bool:
         return self.aggregates.overall.contexts_with_diffs > 0
@@ -410,10 +415,11 @@ class AsmDiffsSummary(RunFacts):
 
     @staticmethod
     def from_json(text: str, source: str = "<json>") -> "AsmDiffsSummary":
+        data = text.encode("utf-8")
         try:
-            document = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise SuiteError(f"{source}: not a JSON summary ({type(exc).__name__}: {exc})") from None
+            document = schema.parse_json(data, len(data))
+        except schema.SchemaError as exc:
+            raise SuiteError(f"{source}: not a JSON summary ({exc})") from None
         return AsmDiffsSummary.from_document(document, source)
 
     @staticmethod
@@ -422,7 +428,7 @@ class AsmDiffsSummary(RunFacts):
         if not isinstance(document, dict) or document.get("format") != FORMAT_NAME:
             raise SuiteError(f"{source}: not an asmdiffs JSON summary (format '{_get(document, 'format')}')")
         version = document.get("version")
-        if version != FORMAT_VERSION:
+        if not schema.is_version(version, FORMAT_VERSION):
             raise SuiteError(f"{source}: asmdiffs JSON summary version {version} is not supported "
                              f"(this suite reads version {FORMAT_VERSION})")
         try:

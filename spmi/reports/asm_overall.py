@@ -32,6 +32,7 @@ from spmi.reports.asm_markdown import (
     render_long,
     render_short,
     truncation_note,
+    verdict_line,
 )
 from spmi.reports.asm_model import AsmDiffsSummary, MergedSummary
 from spmi.reports.budget import Limit
@@ -170,7 +171,7 @@ def _platform_section(summary: AsmDiffsSummary, dropped: FrozenSet[DropKey], sho
     if summary.repro_command:
         text += f"\nTo reproduce:\n\n{code_block([summary.repro_command])}\n"
     if (BODY, platform, "") not in dropped:
-        options = _options_for(dropped, platform, failures_box=False, impact_table=False, repro=False)
+        options = _options_for(dropped, platform, failures_box=False, impact_table=False, repro=False, verdict=False)
         body = render_short(summary, options) if short else render_long(summary, options)
         text += details_block(escape_html_inline(f"{platform} summary"), body.rstrip("\n"))
     return text + "\n---\n\n"
@@ -181,9 +182,16 @@ def _overall_impact(merged: MergedSummary) -> str:
     return impact_table(entries, show_platform=True).lstrip("\n") + "\n" if merged.has_diffs else ""
 
 
-def _render_overall(merged: MergedSummary, dropped: FrozenSet[DropKey], short: bool, title: str, note: str) -> str:
+def verdict_lines(merged: MergedSummary) -> str:
+    """One verdict line per platform (`asm_markdown.verdict_line`), each its own paragraph."""
+    return "".join(verdict_line(summary) + "\n\n" for summary in merged.platforms)
+
+
+def _render_overall(merged: MergedSummary, dropped: FrozenSet[DropKey], short: bool, title: str, note: str,
+                    verdicts: bool = True) -> str:
     entries = [(s.platform, c) for s in merged.platforms for c in s.collections]
-    parts = [f"# {title}\n\n" if title else "", failures_box(entries, show_platform=True), note]
+    parts = [f"# {title}\n\n" if title else "", verdict_lines(merged) if verdicts else "",
+             failures_box(entries, show_platform=True), note]
     if not merged.has_diffs:
         parts.append(f"No diffs found on any platform ({plural(len(merged.platforms), 'platform')}, "
                      f"{plural(len(entries), 'collection')}).\n\n")
@@ -194,8 +202,9 @@ def _render_overall(merged: MergedSummary, dropped: FrozenSet[DropKey], short: b
 
 
 def render_overall(merged: MergedSummary, budget: Optional[int] = None, artifact: str = "",
-                   short: bool = False, title: str = "") -> str:
-    """One markdown file for all platforms of a host, within `budget`.
+                   short: bool = False, title: str = "", verdicts: bool = True) -> str:
+    """One markdown file for all platforms of a host, within `budget`, opening with one verdict line
+    per platform (`verdicts=False`: the caller wrote them).
 
     `budget` is bytes for the long form (default 1 MiB) and characters for
     `short=True` (default 65,536); platform bodies are the long or short summaries.
@@ -214,6 +223,6 @@ def render_overall(merged: MergedSummary, budget: Optional[int] = None, artifact
     within = _limit(limit, measure)
 
     def render(dropped: FrozenSet[DropKey]) -> str:
-        return _render_overall(merged, dropped, short, title, _note(dropped, True, within, artifact))
+        return _render_overall(merged, dropped, short, title, _note(dropped, True, within, artifact), verdicts)
 
     return _fit(render, candidates, within, artifact, _overall_impact(merged))

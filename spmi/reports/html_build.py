@@ -11,6 +11,7 @@ from operator import eq
 from typing import Any, Callable, List, Sequence
 
 from spmi.base.columns import Labels, Numbers, Texts, numbers, taken
+from spmi.base.untrusted import one_line
 from spmi.formats.details import CODE_BYTES, PERFSCORE, DetailsTable
 from spmi.reports import significance
 from spmi.reports.asm_analysis import diff_positions
@@ -56,7 +57,9 @@ def collection_counts(label: str, collection: CollectionReport) -> CollectionCou
     failures = max(overall.base_failures, overall.diff_failures, collection.assert_contexts)
     if collection.status.failed and not failures:
         failures = 1
-    return CollectionCounts(label, overall.diffed_contexts, overall.contexts_with_diffs, missing, failures)
+    return CollectionCounts(label, overall.diffed_contexts, overall.contexts_with_diffs, missing, failures,
+                            overall.base_code_bytes, overall.diff_code_bytes, overall.base_perfscore,
+                            overall.diff_perfscore)
 
 
 def collection_failures(label: str, collection: CollectionReport) -> List[Failure]:
@@ -116,7 +119,7 @@ def _fill(report: HtmlReport, summary: AsmDiffsSummary, prefix: str) -> None:
         report.rows.add(label, collection.diff_rows)
         report.metrics.extend(metric_verdicts(label, collection, rules))
     metrics = list(dict.fromkeys(m.metric for m in report.metrics))
-    report.significance_rule = significance.rule_line(rules, metrics) if metrics else ""
+    report.significance_rule = significance.rule_line(rules, metrics, one_line) if metrics else ""
 
 
 def report_from_summary(summary: AsmDiffsSummary, listings: Sequence[Listing] = ()) -> HtmlReport:

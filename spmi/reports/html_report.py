@@ -42,7 +42,9 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 from spmi.base import fsutil
 from spmi.base.columns import in_order_sum
+from spmi.formats import details
 from spmi.reports.asm_model import DiffRows, RunFacts
+from spmi.reports.significance import fmt_change
 
 ASSETS = Path(__file__).resolve().parent / "html_assets"
 
@@ -79,13 +81,18 @@ class ReportHeader(RunFacts):
 
 @dataclass
 class CollectionCounts:
-    """Per-collection counts: contexts diffed, contexts with diffs, MISSING, failures."""
+    """Per-collection counts: contexts diffed, contexts with diffs, MISSING, failures; and the code-size
+    and PerfScore totals over the contexts both JITs compiled (the header's changes)."""
 
     collection: str
     contexts: int = 0
     contexts_with_diffs: int = 0
     missing: int = 0
     failures: int = 0
+    base_bytes: int = 0
+    diff_bytes: int = 0
+    base_perfscore: float = 0.0
+    diff_perfscore: float = 0.0
 
 
 @dataclass
@@ -574,6 +581,13 @@ def collection_pictures(name: str, rows: DiffRowTable, runs: Sequence[RowRun]) -
 
 # ---------------------------------------------------------------- static parts
 
+def _fact_value(value: str, code: bool) -> str:
+    """A fact's text; as code, each line its own block (the merged report's repro commands)."""
+    if not code:
+        return escape_text(value)
+    return "".join(f'<code class="line">{escape_text(line)}</code>' for line in value.split("\n") if line)
+
+
 def _facts(report: HtmlReport) -> str:
     h = report.header
     host = f"{h.host_os} {h.host_arch}".strip()
@@ -582,8 +596,7 @@ def _facts(report: HtmlReport) -> str:
         ("Diff JIT", h.diff_jit_path, True), ("Baseline", h.baseline, True),
         ("Base JIT options", ";".join(h.base_options), True), ("Diff JIT options", ";".join(h.diff_options), True),
         ("Collections", ", ".join(h.collections), False), ("Reproduce", h.repro_command, True)]
-    cells = "".join(f"<dt>{label}</dt><dd>{'<code>' if code else ''}{escape_text(value)}{'</code>' if code else ''}"
-                    f"</dd>" for label, value, code in items if value)
+    cells = "".join(f"<dt>{label}</dt><dd>{_fact_value(value, code)}</dd>" for label, value, code in items if value)
     if is_page_name(h.history_page):
         cells += (f'<dt>History</dt><dd><a class="history" href="{escape_text(h.history_page)}">'
                   f"main-branch trends ({escape_text(h.history_page)})</a></dd>")
@@ -619,6 +632,33 @@ def _delta_cell(value: float, decimals: int = 0) -> str:
     return f'<td class="num {_side_class(value)}">{signed(value, decimals)}</td>'
 
 
+def _change_cell(base: float, diff: float, decimals: int) -> str:
+    """`-193 (-0.01%)`: the total's change and its percentage (never `0.00%` for a real change),
+    green when smaller (better), red when larger."""
+    delta = diff - base
+    pct = f" ({fmt_change(percent(base, diff))})" if base else ""
+    return f'<td class="num {_side_class(delta)}">{signed(delta, decimals)}{pct}</td>'
+
+
+def _header_totals(report: HtmlReport) -> str:
+    """The header's answer: per collection (and in total) the change of code bytes and of PerfScore."""
+    counts = report.counts
+    if not counts:
+        return ""
+    rows = [(escape_text(c.collection), c) for c in counts]
+    if len(counts) > 1:
+        rows.append(("<strong>Total</strong>", CollectionCounts(
+            "", sum(c.contexts for c in counts), sum(c.contexts_with_diffs for c in counts), 0, 0,
+            sum(c.base_bytes for c in counts), sum(c.diff_bytes for c in counts),
+            sum(c.base_perfscore for c in counts), sum(c.diff_perfscore for c in counts))))
+    body = "".join(f'<tr><td class="name">{name}</td><td class="num">{c.contexts_with_diffs:,} of {c.contexts:,}</td>'
+                   f"{_change_cell(c.base_bytes, c.diff_bytes, 0)}{_change_cell(c.base_perfscore, c.diff_perfscore, 2)}"
+                   "</tr>" for name, c in rows)
+    return ('<table id="totals" class="totals"><thead><tr><th>Collection</th><th class="num">Contexts with diffs</th>'
+            '<th class="num">Δ bytes</th><th class="num">Δ PerfScore</th></tr></thead>'
+            f"<tbody>{body}</tbody></table>")
+
+
 def _overview(report: HtmlReport, by_collection: Dict[str, List[RowRun]]) -> str:
     counts = {c.collection: c for c in report.counts}
     names = list(dict.fromkeys([*report.header.collections, *counts, *by_collection]))
@@ -634,7 +674,7 @@ def _overview(report: HtmlReport, by_collection: Dict[str, List[RowRun]]) -> str
         count = len(byte_deltas)
         totals = [totals[0] + c.contexts, totals[1] + count, totals[2] + c.missing, totals[3] + c.failures]
         body.append(
-            f'<tr><td>{escape_text(name)}</td><td class="num">{c.contexts:,}</td><td class="num">{count:,}</td>'
+            f'<tr><td class="name">{escape_text(name)}</td><td class="num">{c.contexts:,}</td><td class="num">{count:,}</td>'
             f'<td class="num good">{improvements:,}</td>'
             f'<td class="num bad">{regressions:,}</td>'
             f'<td class="num same">{count - improvements - regressions:,}</td>'
@@ -657,6 +697,16 @@ def _floor_text(floor: Optional[float]) -> str:
     return "±∞" if floor >= 1e100 else f"±{floor:.4g}%"
 
 
+def direction_class(metric: str, delta: float) -> str:
+    """`good`/`bad` by the metric's direction (a smaller code size is good, fewer eliminated branches bad),
+    `same` for no change or a neutral metric."""
+    way = details.metric_direction(metric)
+    if delta == 0 or way == details.NEUTRAL:
+        return "same"
+    better = delta < 0 if way == details.LOWER_IS_BETTER else delta > 0
+    return "good" if better else "bad"
+
+
 def _metrics(report: HtmlReport) -> str:
     """Every collection's metric totals with their verdict (flagged or within noise), the rule's
     minimum and the noise floor, and a "significant only" filter (the script toggles it)."""
@@ -667,20 +717,21 @@ def _metrics(report: HtmlReport) -> str:
     body = []
     for m in report.metrics:
         change = percent(m.base, m.diff) if m.base else (math.inf if m.diff != m.base else 0.0)
-        shown = ("+∞" if change > 0 else "-∞") if math.isinf(change) else signed(change, 2) + "%"
-        verdict_class = "bad" if m.flagged else "same"
+        mark = "⚑ " if m.flagged else ""
         body.append(
-            f'<tr data-flagged="{1 if m.flagged else 0}"><td>{escape_text(m.collection)}</td>'
-            f'<td>{escape_text(m.metric)}</td><td class="num">{format_number(m.base, 2 if m.base % 1 else 0)}</td>'
+            f'<tr data-flagged="{1 if m.flagged else 0}"><td class="name">{escape_text(m.collection)}</td>'
+            f'<td class="name">{escape_text(m.metric)}</td>'
+            f'<td class="num">{format_number(m.base, 2 if m.base % 1 else 0)}</td>'
             f'<td class="num">{format_number(m.diff, 2 if m.diff % 1 else 0)}</td>'
-            f'<td class="num {_side_class(m.diff - m.base) if m.flagged else "same"}">{shown}</td>'
-            f'<td class="{verdict_class}">{escape_text(m.verdict)}</td>'
+            f'<td class="num {direction_class(m.metric, m.diff - m.base)}">{fmt_change(change)}</td>'
+            f'<td class="verdict{" flag" if m.flagged else ""}">{mark}{escape_text(m.verdict)}</td>'
             f'<td class="num">{"any change" if m.minimum == 0 else f"{m.minimum:g}%"}</td>'
             f'<td class="num">{_floor_text(m.floor)}</td></tr>')
-    return ('<section id="metrics"><h2>Metrics</h2>'
-            f'<p class="lead"><strong>{flagged:,}</strong> flagged, <strong>{quiet:,}</strong> within noise '
+    return ('<section id="metrics" class="significant-only"><h2>Metrics</h2>'
+            f'<p class="lead"><strong>{flagged:,}</strong> flagged (⚑), <strong>{quiet:,}</strong> within noise '
             f'(collection and metric totals).</p><p class="hint">{escape_text(report.significance_rule)}</p>'
-            '<div class="toolbar"><label class="check"><input id="f-significant" type="checkbox"> significant only'
+            '<div class="toolbar"><label class="check"><input id="f-significant" type="checkbox" checked> '
+            'significant only'
             '</label></div><table id="metric-table"><thead><tr><th>Collection</th><th>Metric</th>'
             '<th class="num">Base</th><th class="num">Diff</th><th class="num">Δ %</th><th>Verdict</th>'
             '<th class="num">Minimum</th><th class="num">Noise floor</th></tr></thead>'
@@ -884,11 +935,11 @@ def iter_html(report: HtmlReport) -> Iterator[str]:
            '<meta name="referrer" content="no-referrer">'
            '<meta name="viewport" content="width=device-width, initial-scale=1">'
            f'<title>{title}</title><style>{style}</style></head>\n<body>'
-           f'<header><h1>{title}</h1>{_facts(report)}</header>\n')
+           f'<header><h1>{title}</h1>{_header_totals(report)}{_facts(report)}</header>\n')
     yield _failures(report) + "\n"
     yield _overview(report, by_collection) + "\n"
-    yield _metrics(report) + "\n"
     yield _explorer(list(collections), list(tiers)) + "\n"
+    yield _metrics(report) + "\n"
     yield _pictures(report, by_collection) + "\n"
     yield '<script type="application/json" id="report-data">'
     yield from _data_json(report, collections, tiers, listing_of)

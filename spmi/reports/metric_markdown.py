@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from spmi.base.untrusted import escape_html_inline, escape_md_code, escape_md_inline
+from spmi.base.untrusted import console_line, escape_html_inline, escape_md_code, escape_md_inline
 from spmi.reports import significance as signal
 from spmi.reports.metric_model import (
     BYTES_ALLOCATED,
@@ -55,15 +55,13 @@ def fmt_value(value: Number, kind: str = "int") -> str:
 
 
 def fmt_pct(pct: float, decimals: int = 2, direction: str = LOWER) -> str:
-    """`P(p)`: `+` when positive, k decimals, `%`; ±∞ for a zero base.
+    """`P(p)`: `+` when positive, k decimals (more when a real change would show as zero:
+    `significance.fmt_change`), `%`; ±∞ for a zero base.
 
     Red when the change is bad for the metric's direction, green when good;
     neutral metrics are not coloured. Zero is never coloured.
     """
-    if math.isinf(pct):
-        text = "+∞" if pct > 0 else "-∞"
-    else:
-        text = f"{'+' if pct > 0 else ''}{pct:.{decimals}f}%"
+    text = signal.fmt_change(pct, decimals)
     if pct == 0 or direction == NEUTRAL:
         return text
     worse = pct > 0 if direction != HIGHER else pct < 0
@@ -166,11 +164,8 @@ def within_noise_section(run: MetricDiffRun, metrics: Sequence[str], rows: Seque
         return ""
     body = "|Collection|Metric|Row|PDIFF|Why not flagged|\n|---|---|---|--:|---|\n"
     for change in quiet:
-        why = change.verdict.value
-        if change.floor is not None:
-            why += f" ({signal.fmt_floor(change.floor)})"
         body += (f"|{escape_md_inline(change.collection)}|{escape_md_inline(change.metric)}|{change.row}|"
-                 f"{fmt_pct(change.pct, direction=NEUTRAL)}|{why}|\n")
+                 f"{fmt_pct(change.pct, direction=NEUTRAL)}|{change.why}|\n")
     return details_section(f"Changes within noise ({len(quiet)})", body)
 
 
@@ -264,9 +259,9 @@ def tpdiff_details(run: MetricDiffRun) -> str:
     return details_section("Details", body)
 
 
-def render_tpdiff(run: MetricDiffRun, long: bool) -> str:
+def render_tpdiff(run: MetricDiffRun, long: bool, target: str = "") -> str:
     """`tpdiff_summary.md` (long) or `tpdiff_short_summary.md` (short)."""
-    text = failure_lines(run)
+    text = verdict_line(run, target) + "\n\n" + failure_lines(run)
     header = tpdiff_warning_block(run) + options_lines(run.base_jit_options, run.diff_jit_options)
     header += significance_lines(run, [run.focus])
     if tpdiff_any_significant(run):
@@ -387,13 +382,14 @@ def memdiff_details(run: MetricDiffRun, direction_of: DirectionOf) -> str:
     return details_section("Details", body)
 
 
-def render_memdiff(run: MetricDiffRun, long: bool, direction_of: DirectionOf) -> str:
+def render_memdiff(run: MetricDiffRun, long: bool, direction_of: DirectionOf, target: str = "") -> str:
     """`memdiff_summary.md` (long) or `memdiff_short_summary.md` (short)."""
     breaches = gate_breaches(run, run.threshold)
     significant = memdiff_significant_metrics(run, direction_of)
     if not long and not significant and not breaches:
         return ""
-    text = gate_headline(breaches, run.threshold or 0) if breaches else ""
+    text = verdict_line(run, target) + "\n\n"
+    text += gate_headline(breaches, run.threshold or 0) if breaches else ""
     text += failure_lines(run)
     text += options_lines(run.base_jit_options, run.diff_jit_options)
     if run.focus == BYTES_ALLOCATED or any(c.has_metric(BYTES_ALLOCATED) for c in run.collections):
@@ -410,6 +406,76 @@ def render_memdiff(run: MetricDiffRun, long: bool, direction_of: DirectionOf) ->
         text += examples + (repro_line(run) if examples else "")
         text += memdiff_details(run, direction_of)
     return text
+
+
+# ---------------------------------------------------------------- the verdict line
+
+MAX_VERDICT_METRICS = 4
+
+
+def _judged(run: MetricDiffRun) -> Tuple[List[str], Sequence[str]]:
+    """The metrics a summary judges and the rows it judges them in (as the summary's tables do)."""
+    if run.kind == "tpdiff":
+        return [run.focus], ROWS
+    if run.kind == "metricdiff":
+        return run.all_metrics(), ("Overall",)
+    return run.directional_metrics(signal.direction), ("Overall",)
+
+
+def _run_total(run: MetricDiffRun, metric: str) -> Totals:
+    present = [c.total(metric) for c in run.collections if c.has_metric(metric)]
+    return Totals(sum(t.base for t in present), sum(t.diff for t in present))
+
+
+def _verdict_of(run: MetricDiffRun, metric: str, rows: Sequence[str]) -> str:
+    """`significant` (`in k of n collections` when not in all of several), `within noise` or `unchanged`."""
+    present = [c for c in run.collections if c.has_metric(metric)]
+    flagged = [c for c in present if any(signal.flagged(run, c, metric, row) for row in rows)]
+    if flagged:
+        where = "" if len(flagged) == len(present) else f" in {len(flagged)} of {len(present)} collections"
+        return "significant" + where
+    quiet = any(signal.verdict(run, c, metric, row).quiet_change for c in present for row in rows)
+    return "within noise" if quiet else "unchanged"
+
+
+def verdict_line(run: MetricDiffRun, target: str = "", markdown: bool = True) -> str:
+    """The one line a reviewer acts on (docs/signal.md §6): `<kind> <target>: <metric> <total change>
+    (<verdict>[; gate …]); <failures>`; metricdiff names its significant metrics instead. The change
+    is coloured by the metric's direction (markdown only); the verdict is its own word, not a colour."""
+    name = escape_md_inline if markdown else console_line
+    paint = color if markdown else (lambda _colour, text: text)
+
+    def change(metric: str) -> str:
+        pct = _run_total(run, metric).pct
+        return fmt_pct(pct, direction=signal.direction(metric)) if markdown else signal.fmt_change(pct)
+
+    head = name(f"{run.kind} {target}".strip())
+    metrics, rows = _judged(run)
+    if run.kind == "metricdiff":
+        significant = [m for m in metrics if _verdict_of(run, m, rows).startswith("significant")]
+        shown = ", ".join(f"{name(m)} {change(m)}" for m in significant[:MAX_VERDICT_METRICS])
+        more = ", …" if len(significant) > MAX_VERDICT_METRICS else ""
+        body = (f"{len(significant)} of {len(metrics)} metrics changed significantly ({shown}{more})" if significant
+                else f"no significant change in {len(metrics)} metrics")
+    elif any(c.has_metric(run.focus) for c in run.collections):
+        body = f"{name(run.focus)} {change(run.focus)} ({_verdict_of(run, run.focus, rows)}{_gate_note(run, paint)})"
+    else:
+        body = f"no {name(run.focus)} data"
+    failures = len(run.failures)
+    trouble = paint("red", f"{failures} replay failure{'s' if failures != 1 else ''}") if failures else "no failures"
+    return f"{head}: {body}; {trouble}"
+
+
+def _gate_note(run: MetricDiffRun, paint: Callable[[str, str], str]) -> str:
+    if run.kind != "memdiff" or run.focus != BYTES_ALLOCATED or run.threshold is None:
+        return ""
+    if not run.threshold:
+        return "; gate disabled"
+    reached = sorted({b.collection for b in gate_breaches(run, run.threshold)})
+    limit = fmt_threshold(run.threshold)
+    if not reached:
+        return f"; gate {limit}% not reached"
+    return "; " + paint("red", f"gate {limit}% reached in {len(reached)} collection{'s' if len(reached) != 1 else ''}")
 
 
 # ---------------------------------------------------------------- overall pages (several platforms)
@@ -463,12 +529,13 @@ def metrics_without_diffs(run: MetricDiffRun) -> str:
     return details_section("Metrics with no diffs", escape_md_inline(", ".join(quiet)))
 
 
-def render_metricdiff(run: MetricDiffRun, long: bool, direction_of: DirectionOf) -> str:
+def render_metricdiff(run: MetricDiffRun, long: bool, direction_of: DirectionOf, target: str = "") -> str:
     """`metricdiff_summary.md` (long) or `metricdiff_short_summary.md` (short)."""
     significant = metricdiff_significant_metrics(run)
     if not long and not significant:
         return ""
-    text = failure_lines(run) + options_lines(run.base_jit_options, run.diff_jit_options)
+    text = verdict_line(run, target) + "\n\n" + failure_lines(run)
+    text += options_lines(run.base_jit_options, run.diff_jit_options)
     text += significance_lines(run, run.all_metrics())
     for metric in significant:
         text += memdiff_pivot(run, metric, direction_of(metric))
@@ -485,15 +552,16 @@ def render_metricdiff(run: MetricDiffRun, long: bool, direction_of: DirectionOf)
     return text
 
 
-def render(run: MetricDiffRun, long: bool, direction_of: DirectionOf) -> str:
+def render(run: MetricDiffRun, long: bool, direction_of: DirectionOf, target: str = "") -> str:
+    """A summary of any kind; `target` (`<os> <arch>`, when known) names it in the verdict line."""
     if run.kind == "tpdiff":
-        return render_tpdiff(run, long)
+        return render_tpdiff(run, long, target)
     if run.kind == "metricdiff":
-        return render_metricdiff(run, long, direction_of)
-    return render_memdiff(run, long, direction_of)
+        return render_metricdiff(run, long, direction_of, target)
+    return render_memdiff(run, long, direction_of, target)
 
 
-__all__ = ["headline_table", "headline_rows", "SIGNIFICANCE_RULE", "render_metricdiff", "color", "fmt_int", "fmt_value", "fmt_pct", "details_section", "options_lines", "range_title",
+__all__ = ["verdict_line", "headline_table", "headline_rows", "SIGNIFICANCE_RULE", "render_metricdiff", "color", "fmt_int", "fmt_value", "fmt_pct", "details_section", "options_lines", "range_title",
            "tpdiff_console_lines", "memdiff_console_lines", "render_tpdiff", "render_memdiff", "render",
            "gate_breaches", "gate_headline", "gate_rule", "GateBreach", "is_significant", "pct_change",
            "TPDIFF_MIN_EXAMPLE_DELTA", "DEFAULT_THRESHOLD"]

@@ -17,6 +17,7 @@ from itertools import compress, repeat
 from operator import and_, eq, gt, le, lt, mul, neg, not_, sub, truediv, truth
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from spmi.base import schema
 from spmi.base.columns import Number, masked_sum
 
 try:
@@ -591,6 +592,9 @@ class MetricDiffRun:
 
     kind: str
     focus: str
+    #: the target the run replayed for, like asmdiffs' summaries ('' in summaries written before)
+    target_os: str = ""
+    target_arch: str = ""
     base_jit_options: List[str] = field(default_factory=list)
     diff_jit_options: List[str] = field(default_factory=list)
     base_build: Optional[BuildRecord] = None
@@ -625,60 +629,67 @@ class MetricDiffRun:
 
 # ---------------------------------------------------------------- JSON
 
-def _number_from_json(value: Any) -> Number:
-    return value if isinstance(value, (int, float)) else 0
-
-
-def _count_from_json(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10 ** 12:
-        raise TypeError(f"a count of contexts must be a whole number from 0 to 10^12, not {value!r}")
-    return value
-
-
 def run_to_json(run: MetricDiffRun) -> Dict[str, Any]:
     data = asdict(run)
     data["summary_type"] = run.kind
     return data
 
 
-def _collection_from_json(data: Mapping[str, Any]) -> CollectionResult:
-    totals = {metric: {row: Totals(_number_from_json(cell.get("base")), _number_from_json(cell.get("diff")))
-                       for row, cell in rows.items()}
-              for metric, rows in data["totals"].items()}
-    examples = [Example(**example) for example in data.get("examples", [])]
-    return CollectionResult(name=data["name"], metrics=list(data["metrics"]), kinds=dict(data["kinds"]),
-                            totals=totals, contexts=dict(data["contexts"]),
-                            base_counts=SideCounts(**data["base_counts"]),
-                            diff_counts=SideCounts(**data["diff_counts"]), examples=examples,
-                            noise={metric: {row: float(value) for row, value in rows.items()}
-                                   for metric, rows in data.get("noise", {}).items()},
-                            noise_failed=_count_from_json(data.get("noise_failed", 0)),
-                            noise_problem=str(data.get("noise_problem", "")))
-
-
-def _build_from_json(data: Optional[Mapping[str, Any]]) -> Optional[BuildRecord]:
-    return None if data is None else BuildRecord(**data)
-
-
 def run_from_json(data: Mapping[str, Any]) -> MetricDiffRun:
-    """Inverse of `run_to_json`; raises ValueError on a summary of another shape."""
+    """Inverse of `run_to_json`, every field checked (`base/schema`); ValueError naming the field
+    on a summary of another shape."""
+    version = data.get("version")
+    if not schema.is_version(version, SUMMARY_VERSION):
+        shown = version if type(version) is int else schema.kind_name(version)
+        raise ValueError(f"summary version {shown} is not supported (expected {SUMMARY_VERSION})")
     try:
-        version = int(data.get("version", 0))
-        if version != SUMMARY_VERSION:
-            raise ValueError(f"summary version {version} is not supported (expected {SUMMARY_VERSION})")
-        return MetricDiffRun(
-            kind=data["kind"], focus=data["focus"],
-            base_jit_options=list(data.get("base_jit_options", [])),
-            diff_jit_options=list(data.get("diff_jit_options", [])),
-            base_build=_build_from_json(data.get("base_build")),
-            diff_build=_build_from_json(data.get("diff_build")),
-            collections=[_collection_from_json(c) for c in data.get("collections", [])],
-            failures=[CollectionFailure(**f) for f in data.get("failures", [])],
-            threshold=data.get("threshold"), repro=data.get("repro", ""), version=version,
-            significance={str(k): float(v) for k, v in data.get("significance", {}).items()},
-            noise_k=data.get("noise_k"))
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"not a metric diff summary ({type(exc).__name__}: {exc})") from None
+        run = schema.build(MetricDiffRun, dict(data))
+    except schema.SchemaError as exc:
+        raise ValueError(f"not a metric diff summary ({exc})") from None
+    problem = shape_problem(run)
+    if problem:
+        raise ValueError(f"not a metric diff summary ({problem})")
+    return run
+
+
+#: the most contexts an A/A replay can have failed (a count beyond it is not one)
+MAX_NOISE_FAILED = 10 ** 12
+
+
+def shape_problem(run: MetricDiffRun) -> str:
+    """What a run read from elsewhere lacks that the summaries read ('' when nothing): a known kind,
+    every row of every metric, tpdiff's focus in every collection, positive k, no negative floor."""
+    if run.kind not in (TPDIFF, MEMDIFF, METRICDIFF):
+        return f"kind: '{run.kind[:40]}' is not {TPDIFF}, {MEMDIFF} or {METRICDIFF}"
+    for index, collection in enumerate(run.collections):
+        problem = _collection_problem(collection)
+        if not problem and run.kind == TPDIFF and not collection.has_metric(run.focus):
+            problem = f"totals: no totals of the focus metric '{run.focus[:200]}'"
+        if problem:
+            return f"collections[{index}].{problem}"
+    if run.noise_k is not None and not run.noise_k > 0:
+        return f"noise_k: {run.noise_k:g} is not a positive number"
+    negative = next((metric for metric, pct in run.significance.items() if pct < 0), None)
+    return f"significance.{negative[:200]}: a negative percentage" if negative is not None else ""
+
+
+def _collection_problem(collection: CollectionResult) -> str:
+    absent = next((metric for metric in collection.metrics if metric not in collection.totals), None)
+    if absent is not None:
+        return f"metrics: '{absent[:200]}' has no totals"
+    for metric, rows in collection.totals.items():
+        missing = [row for row in ROWS if row not in rows]
+        if missing:
+            return f"totals.{metric[:200]}: no {missing[0]} row"
+    missing = [row for row in ROWS if row not in collection.contexts]
+    if missing:
+        return f"contexts: no {missing[0]} count"
+    for metric, spreads in collection.noise.items():
+        if any(value < 0 for value in spreads.values()):
+            return f"noise.{metric[:200]}: a negative spread"
+    if not 0 <= collection.noise_failed <= MAX_NOISE_FAILED:
+        return f"noise_failed: a count of contexts must be a whole number from 0 to 10^12, not {collection.noise_failed}"
+    return ""
 
 
 def merge_runs(runs: Sequence[MetricDiffRun]) -> MetricDiffRun:
@@ -695,7 +706,8 @@ def merge_runs(runs: Sequence[MetricDiffRun]) -> MetricDiffRun:
             raise ValueError(f"cannot merge a {other.kind} summary with a {first.kind} summary")
         if other.focus != first.focus:
             raise ValueError(f"cannot merge summaries of metric {other.focus} and {first.focus}")
-    merged = MetricDiffRun(kind=first.kind, focus=first.focus)
+    merged = MetricDiffRun(kind=first.kind, focus=first.focus, target_os=first.target_os,
+                           target_arch=first.target_arch)
     merged.base_jit_options = next((r.base_jit_options for r in runs if r.base_jit_options), [])
     merged.diff_jit_options = next((r.diff_jit_options for r in runs if r.diff_jit_options), [])
     merged.base_build = next((r.base_build for r in runs if r.base_build is not None), None)

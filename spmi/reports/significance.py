@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from itertools import compress
 from operator import and_, gt, mul, sub
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from spmi.base.columns import in_order_sum
 from spmi.base.errors import SuiteError
+from spmi.base.untrusted import escape_md_inline
 from spmi.formats import details
 from spmi.reports.metric_model import (
     INSTRUCTIONS,
@@ -140,17 +141,48 @@ def fmt_rule_pct(pct: float) -> str:
     return "any change" if pct == 0 else f"{pct:g}%"
 
 
-def rule_line(significance: Significance, metrics: Sequence[str]) -> str:
-    """The one summary line saying which rule decided significance (metrics grouped by minimum)."""
+#: the most decimals a change is shown with; a smaller change reads `+<0.0001%`
+MAX_CHANGE_DECIMALS = 4
+
+
+def fmt_change(pct: float, decimals: int = 2) -> str:
+    """A signed relative change (in %) that never reads as zero when it is not: `decimals` places,
+    more (two significant digits, at most `MAX_CHANGE_DECIMALS`) when those would show only zeros,
+    `+<0.0001%` below that; `0.00%` only for no change, `+∞`/`-∞` from a zero base."""
+    if math.isinf(pct):
+        return "+∞" if pct > 0 else "-∞"
+    if pct == 0:
+        return f"{0.0:.{decimals}f}%"
+    sign, magnitude = ("+" if pct > 0 else "-"), abs(pct)
+    text = f"{magnitude:.{decimals}f}"
+    if float(text) == 0:
+        smallest = 10.0 ** -MAX_CHANGE_DECIMALS
+        if magnitude < smallest:
+            return f"{sign}<{smallest:.{MAX_CHANGE_DECIMALS}f}%"
+        text = f"{magnitude:.{min(MAX_CHANGE_DECIMALS, 1 - math.floor(math.log10(magnitude)))}f}"
+    return f"{sign}{text}%"
+
+
+def floor_definition(noise_k: float) -> str:
+    """What the noise floor is, in one sentence (docs/signal.md §2)."""
+    return (f"Noise floor: {noise_k:g} × the larger of the A/A replay's change of the same total and its pooled "
+            "per-context spread (the A/A replay runs the base JIT as both sides; per collection, metric and row).")
+
+
+def rule_line(significance: Significance, metrics: Sequence[str],
+              name: Callable[[object], str] = escape_md_inline) -> str:
+    """The one summary line saying which rule decided significance (metrics grouped by minimum) and,
+    with the A/A calibration, what the noise floor is. `name` makes a metric name (untrusted: it comes
+    from a details CSV or a JSON summary) safe where the line lands: markdown by default."""
     groups: Dict[float, List[str]] = {}
     for metric in metrics:
         groups.setdefault(significance.min_pct(metric), []).append(metric)
-    rules = "; ".join(f"{', '.join(names)} {fmt_rule_pct(pct)}" for pct, names in groups.items())
+    rules = "; ".join(f"{', '.join(name(m) for m in names)} {fmt_rule_pct(pct)}" for pct, names in groups.items())
     text = f"Significance: a change is flagged when it reaches its metric's minimum ({rules or 'none'})"
-    if significance.noise_k is not None:
-        text += (f" and exceeds the noise floor, {significance.noise_k:g} × the spread of an A/A replay "
-                 "(base JIT as both sides) of the same collection")
-    return text + "; smaller changes count as within noise."
+    if significance.noise_k is None:
+        return text + "; smaller changes count as within noise."
+    return text + " and exceeds its noise floor; other changes count as within noise. " + \
+        floor_definition(significance.noise_k)
 
 
 # ---------------------------------------------------------------- a run's verdicts
@@ -211,10 +243,24 @@ class QuietChange:
     pct: float
     verdict: Verdict
     floor: Optional[float]
+    minimum: float = 0.0
+
+    @property
+    def why(self) -> str:
+        """Which rule held the change back: the rule's minimum for one below it (and the floor it
+        exceeded, when one was measured), the floor for one within it."""
+        if self.verdict is Verdict.WITHIN_NOISE and self.floor is not None:
+            return f"within the noise floor ({fmt_floor(self.floor)})"
+        text = f"below the rule (minimum {fmt_rule_pct(self.minimum)})"
+        if self.floor is not None:
+            side = "above" if abs(self.pct) > self.floor else "within"
+            text += f"; {side} the noise floor {fmt_floor(self.floor)}"
+        return text
 
 
 def quiet_changes(run: MetricDiffRun, metrics: Sequence[str], rows: Sequence[str] = ROWS) -> List[QuietChange]:
     """Every change of these metrics that stayed within noise, collection by collection."""
+    rules = run_significance(run)
     found = []
     for metric in metrics:
         for collection in run.collections:
@@ -224,7 +270,8 @@ def quiet_changes(run: MetricDiffRun, metrics: Sequence[str], rows: Sequence[str
                 judged = verdict(run, collection, metric, row)
                 if judged.quiet_change:
                     found.append(QuietChange(collection.name, metric, row, collection.total(metric, row).pct,
-                                             judged, noise_floor(run, collection, metric, row)))
+                                             judged, noise_floor(run, collection, metric, row),
+                                             rules.min_pct(metric)))
     return found
 
 

@@ -1,10 +1,13 @@
-"""Where a command's summary files go: `<prefix>_summary[.N].md`, the short form and the JSON.
+"""Where a command's summary files go: `<prefix>_summary[.N].md`, the short form and the JSON;
+and the verdict lines every diff command ends its console output with.
 """
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Sequence, Tuple
+
+from spmi.base.untrusted import console_line
 
 if TYPE_CHECKING:  # PIN is for tpdiff only: imported where used
     pass
@@ -28,3 +31,18 @@ def summary_paths(directory: Path, prefix: str, as_json: bool) -> Tuple[Path, Op
             if not long_path.exists() and not short_path.exists():
                 return long_path, short_path
         index += 1
+
+
+def log_verdicts(lines: Sequence[str], printed: bool = False) -> None:
+    """The end of a diff command's console output: one verdict line per target, as its summaries
+    open with (`asm_markdown.verdict_line` / `metric_markdown.verdict_line`, plain form); logged, or
+    `printed` by a command that prints instead of logging (`summarize`)."""
+    if not lines:
+        return
+    if printed:
+        for line in lines:
+            print(console_line(line))
+        return
+    log.info("")
+    for line in lines:
+        log.info("%s", line)

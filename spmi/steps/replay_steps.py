@@ -6,11 +6,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from spmi.base import cioutput, config, runner
 from spmi.base.errors import SuiteError
 from spmi.formats import details
+from spmi.reports import asm_analysis
 from spmi.tools import superpmi_tool
 from spmi.tools.superpmi_tool import AssertInstance, ResultKind, SuperpmiInvocation, Verdict
 
@@ -24,7 +25,9 @@ class CollectionOutcome:
     mch: Path
     verdict: Verdict
     asserts: List[AssertInstance] = field(default_factory=list)
-    failing_contexts: List[int] = field(default_factory=list)
+    failing_contexts: List[int] = field(default_factory=list)  # superpmi's `-f` list: errors and misses
+    missing_contexts: List[int] = field(default_factory=list)  # of those, the ones that only missed data
+    error_sides: Mapping[int, Tuple[bool, bool]] = field(default_factory=dict)  # two JITs: (base, diff) Error
     repros: List[Path] = field(default_factory=list)
     repro_lines: List[str] = field(default_factory=list)
     counts: superpmi_tool.ContextCounts = field(default_factory=superpmi_tool.ContextCounts)
@@ -70,9 +73,34 @@ def summarize_contexts(numbers: Sequence[int], shown: int = 20) -> str:
     return text
 
 
-def report_asserts(asserts: Sequence[AssertInstance]) -> None:
-    for line in superpmi_tool.format_assert_report(asserts):
+def report_asserts(asserts: Sequence[AssertInstance], two_jits: bool = False,
+                   error_sides: Optional[Mapping[Tuple[str, int], Tuple[bool, bool]]] = None) -> None:
+    """The assert block on the console: each context once; with two JITs, its hits per JIT
+    (attributed as the summaries do, from the details CSV's Error sides keyed by
+    (collection name, context))."""
+    hits_text = per_jit_hits_text(error_sides or {}) if two_jits else superpmi_tool.plain_hits_text
+    for line in superpmi_tool.format_assert_report(asserts, hits_text=hits_text):
         log.info("%s", line)
+
+
+def per_jit_hits_text(error_sides: Mapping[Tuple[str, int], Tuple[bool, bool]]) -> superpmi_tool.HitsText:
+    def text(mch: str, context: int, hits: int) -> str:
+        sides = error_sides.get((mch, context))
+        split = asm_analysis.attribute_assert_hits([context] * hits, {context: sides} if sides else {})
+        if split.base is None or split.diff is None:
+            return f" ({hits} hit{'' if hits == 1 else 's'}, JIT unknown)"
+        parts = [f"{name} JIT {count}" for name, count in (("base", split.base), ("diff", split.diff)) if count]
+        return f" ({', '.join(parts)})"
+    return text
+
+
+def outcome_error_sides(outcomes: Sequence[CollectionOutcome]) -> Dict[Tuple[str, int], Tuple[bool, bool]]:
+    """The Error sides of every collection's failing contexts, keyed by (collection name, context)."""
+    return {(o.mch.name, context): sides for o in outcomes for context, sides in o.error_sides.items()}
+
+
+def report_outcome_asserts(outcomes: Sequence[CollectionOutcome], two_jits: bool) -> None:
+    report_asserts([a for o in outcomes for a in o.asserts], two_jits, outcome_error_sides(outcomes))
 
 
 def emit_azdo_issues(outcome: CollectionOutcome) -> None:
@@ -88,13 +116,19 @@ def emit_azdo_issues(outcome: CollectionOutcome) -> None:
 
 
 def replay_summary_lines(outcomes: Sequence[CollectionOutcome]) -> List[str]:
+    """The end of `replay`: failures, then collections where nothing was compiled (every context
+    missed data), else "All replays clean"."""
     failed = [o for o in outcomes if o.failed]
+    unreplayed = [o for o in outcomes if not o.failed and superpmi_tool.all_missing(o.counts)]
     lines = ["Replay summary:"]
-    if not failed:
-        lines.append("  All replays clean")
-    else:
+    if failed:
         lines.append(f"  Replay failures in {len(failed)} MCH files:")
         lines += [f"    {o.mch}" for o in failed]
+    if unreplayed:
+        lines.append(f"  Nothing replayed in {len(unreplayed)} MCH files ({superpmi_tool.ALL_MISSING_HINT}):")
+        lines += [f"    {o.mch}" for o in unreplayed]
+    if not failed and not unreplayed:
+        lines.append("  All replays clean")
     return lines
 
 
@@ -116,8 +150,12 @@ def finish_run(run: superpmi_tool.SuperpmiRun, mch: Path, files: superpmi_tool.R
                timeout: Optional[float], diff_with_release: bool = False,
                table: Optional["details.DetailsTable"] = None,
                counts: Optional[superpmi_tool.ContextCounts] = None,
-               shortfall: Optional[ShortfallCheck] = None, timeout_flag: str = "--timeout") -> CollectionOutcome:
-    """Interpret one superpmi run: verdict, counts, asserts, failing contexts (logged)."""
+               shortfall: Optional[ShortfallCheck] = None, timeout_flag: str = "--timeout",
+               missing_only: Optional[Set[int]] = None,
+               error_sides: Optional[Mapping[int, Tuple[bool, bool]]] = None) -> CollectionOutcome:
+    """Interpret one superpmi run: verdict, counts, asserts, failing contexts (logged).
+    `missing_only` (of the failing contexts, those that only missed data) and `error_sides`
+    come from a caller that read the details CSV already; else the CSV is read for them."""
     if run.timed_out:
         verdict = superpmi_tool.timeout_verdict(timeout or 0, run.reached, run.not_started, timeout_flag)
         log.error("Error: %s: %s", mch.name, verdict.message)
@@ -135,17 +173,59 @@ def finish_run(run: superpmi_tool.SuperpmiRun, mch: Path, files: superpmi_tool.R
         verdict = superpmi_tool.parallel_shortfall_verdict(verdict, counts.total, shortfall.expected, failures,
                                                            shortfall.error_limit)
     log_verdict(verdict)
-    if verdict.kind in (ResultKind.CLEAN, ResultKind.DIFFS) and counts.missing:
-        log.warning("%s", superpmi_tool.missing_message(counts, diff_mode))  # exit 2 hides missing data
+    log_missing_data(verdict, counts, diff_mode)
     code = None if run.result.outcome.crashed else run.result.code
-    outcome = CollectionOutcome(mch, verdict, counts=counts, exit_code=code)
+    outcome = CollectionOutcome(mch, verdict, counts=counts, exit_code=code, error_sides=dict(error_sides or {}))
     outcome.asserts = superpmi_tool.parse_asserts(run.stdout, mch.name)
     if verdict.kind is ResultKind.FAILURES:
         outcome.failing_contexts = superpmi_tool.read_mcl(files.fail_mcl)
-        if outcome.failing_contexts:
-            log.info("Failing contexts: %s", summarize_contexts(outcome.failing_contexts))
-        report_asserts(outcome.asserts)
+        if missing_only is None:
+            missing_only = read_missing_only(files.details_csv, outcome.failing_contexts) if counts.missing else set()
+        outcome.missing_contexts = [c for c in outcome.failing_contexts if c in missing_only]
+        log_failing_contexts(outcome)
+        report_outcome_asserts([outcome], diff_mode)
     return outcome
+
+
+def log_missing_data(verdict: Verdict, counts: superpmi_tool.ContextCounts, diff_mode: bool) -> None:
+    """The missing-data line whenever contexts missed data and the exit code did not say so
+    already (exit 3): exit 2 and exit 1 take precedence over 3 (docs/contracts.md §2.9)."""
+    if verdict.kind in (ResultKind.CLEAN, ResultKind.DIFFS, ResultKind.FAILURES) and counts.missing:
+        log.warning("%s", superpmi_tool.missing_message(counts, diff_mode))
+
+
+def log_failing_contexts(outcome: CollectionOutcome) -> None:
+    """superpmi's failing list split: the contexts that failed, then those that only missed data."""
+    missing = set(outcome.missing_contexts)
+    failed = [c for c in outcome.failing_contexts if c not in missing]
+    if failed:
+        log.info("Failing contexts: %s", summarize_contexts(failed))
+    if outcome.missing_contexts:
+        log.info("Contexts with missing data: %s", summarize_contexts(outcome.missing_contexts))
+
+
+def read_missing_only(details_csv: Path, contexts: Sequence[int]) -> Set[int]:
+    """Of `contexts`, those whose details rows only missed data (a Miss, no Error, docs/contracts.md
+    §3.2); empty when the CSV cannot be read."""
+    watched = set(contexts)
+    missed: Set[int] = set()
+    erred: Set[int] = set()
+
+    def note(table: "details.DetailsTable") -> None:
+        c = table.columns
+        for context, base, diff in zip(c.context, c.base_result, c.diff_result):
+            if context in watched:
+                if details.ERROR in (base, diff):
+                    erred.add(context)
+                elif details.MISS in (base, diff):
+                    missed.add(context)
+
+    try:
+        details.stream_details_csv(details_csv, note, metrics=())
+    except details.DetailsError as exc:
+        log.debug("Could not read %s: %s", details_csv, exc)
+        return set()
+    return missed - erred
 
 
 def read_counts(details_csv: Path, diff_mode: bool) -> superpmi_tool.ContextCounts:

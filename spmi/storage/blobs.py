@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import socket
+import threading
 import time
 import urllib.parse
 from contextlib import contextmanager
@@ -223,23 +224,95 @@ SMALL_BODY_DEADLINE = 120.0  # seconds for a whole listing page (docs/contracts.
 MAX_SMALL_BODY_BYTES = 64 * 1024 * 1024
 
 
+class BlobTimeout(StorageError):
+    """A small answer did not arrive within the time it was given (`time_limit`)."""
+
+
+class ReadsStopped(StorageError):
+    """The reads were stopped (`OpenResponses.shut_down_all`, on Ctrl-C or SIGTERM)."""
+
+
+def shut_down_response(response: Any) -> None:
+    """Shut down the socket under a `requests` response, from any thread: a read blocked on it
+    returns at once (both directions, which also wakes a reader on Windows)."""
+    raw: Any = getattr(response, "raw", None)
+    sock = getattr(getattr(raw, "_connection", None), "sock", None)  # urllib3 2.x
+    if sock is None:  # urllib3 1.x: the http.client response's socket
+        sock = getattr(getattr(getattr(getattr(raw, "_fp", None), "fp", None), "raw", None), "_sock", None)
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+        elif getattr(raw, "shutdown", None) is not None:
+            raw.shutdown()
+    except (OSError, ValueError, RuntimeError):
+        pass
+
+
+class OpenResponses:
+    """The small answers other threads are reading; `shut_down_all` (on Ctrl-C) makes those reads
+    return at once and every later request of theirs fail with `ReadsStopped`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._responses: Dict[int, Any] = {}
+        self.stopped = False
+
+    @contextmanager
+    def reading(self, response: Any) -> Iterator[None]:
+        with self._lock:
+            self._responses[id(response)] = response
+            stopped = self.stopped
+        if stopped:
+            shut_down_response(response)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._responses.pop(id(response), None)
+
+    def check(self, url: str) -> None:
+        if self.stopped:
+            raise ReadsStopped(f"stopped before reading {redact(url)}")
+
+    def shut_down_all(self) -> None:
+        with self._lock:
+            self.stopped = True
+            responses = list(self._responses.values())
+        for response in responses:
+            shut_down_response(response)
+
+
 def _request_with_retries(session, method: str, url: str, retry: RetryPolicy, what: str,  # type: ignore[no-untyped-def]
-                          body_deadline: float = SMALL_BODY_DEADLINE, **kwargs: Any) -> Tuple[Any, bytes]:
+                          body_deadline: float = SMALL_BODY_DEADLINE, max_body_bytes: int = MAX_SMALL_BODY_BYTES,
+                          time_limit: Optional[float] = None, watched: Optional[OpenResponses] = None,
+                          **kwargs: Any) -> Tuple[Any, bytes]:
     """One small request, retried on transient failures; the final response and its body,
-    read within `body_deadline` seconds (a slower body is a failed attempt)."""
+    read within `body_deadline` seconds (a slower body is a failed attempt) and at most
+    `max_body_bytes` long. With `time_limit`, every attempt and wait fits in that many seconds
+    from now, else `BlobTimeout`; with `watched`, another thread can stop it (`ReadsStopped`)."""
+    give_up_at = None if time_limit is None else time.monotonic() + time_limit
+    watch = watched or OpenResponses()
     failures = 0
+    problem = ""
     while True:
+        watch.check(url)
+        remaining = _remaining(give_up_at)
+        if remaining is not None and remaining <= 0:
+            raise _timed_out(what, url, time_limit, problem)
         unreachable = False
         try:
             with refused_redirects(url):
-                response = session.request(method, url, timeout=DEFAULT_TIMEOUT, stream=True, **kwargs)
-            with response:
+                response = session.request(method, url, timeout=_timeouts(remaining), stream=True, **kwargs)
+            with response, watch.reading(response):
                 if not _is_transient_status(response.status_code):
-                    return response, _read_small_body(response, url, body_deadline)
+                    deadline = body_deadline if remaining is None else min(body_deadline, remaining)
+                    return response, _read_small_body(response, url, deadline, max_body_bytes,
+                                                      has_body=method != "HEAD")
             problem = f"HTTP {response.status_code} {response.reason}"
         except _SlowSmallBody as exc:
             problem = str(exc)
         except _transient_exceptions() as exc:
+            watch.check(url)
             problem = _describe_exception(exc)
             unreachable = _is_connection_failure(exc)
             if never_connected(exc):
@@ -250,16 +323,42 @@ def _request_with_retries(session, method: str, url: str, retry: RetryPolicy, wh
             kind = StorageUnreachable if unreachable else StorageError
             raise kind(f"{what} failed after {failures} attempts ({problem}): {redact(url)}; "
                        "check the network and -storage_url")
+        remaining = _remaining(give_up_at)
+        if remaining is not None and remaining <= retry.delay(failures):
+            raise _timed_out(what, url, time_limit, problem)
         log.debug("%s: %s; retrying (%d/%d)", what, problem, failures, retry.attempts)
         time.sleep(retry.delay(failures))
+
+
+def _remaining(give_up_at: Optional[float]) -> Optional[float]:
+    return None if give_up_at is None else give_up_at - time.monotonic()
+
+
+def _timeouts(remaining: Optional[float]) -> Tuple[float, float]:
+    """The connect and per-read timeouts, no longer than the time left."""
+    if remaining is None:
+        return DEFAULT_TIMEOUT
+    return (min(DEFAULT_TIMEOUT[0], remaining), min(DEFAULT_TIMEOUT[1], remaining))
+
+
+def _timed_out(what: str, url: str, time_limit: Optional[float], problem: str) -> BlobTimeout:
+    return BlobTimeout(f"{what} did not finish within {time_limit or 0:g} s{f' ({problem})' if problem else ''}: "
+                       f"{redact(url)}")
 
 
 class _SlowSmallBody(Exception):
     """A small body that did not arrive within `SMALL_BODY_DEADLINE`."""
 
 
-def _read_small_body(response, url: str, deadline: float) -> bytes:  # type: ignore[no-untyped-def]
-    """The whole body, read as it arrives, within the deadline and the size limit."""
+def _read_small_body(response, url: str, deadline: float,  # type: ignore[no-untyped-def]
+                     max_bytes: int = MAX_SMALL_BODY_BYTES, has_body: bool = True) -> bytes:
+    """The whole body, read as it arrives, within the deadline and the size limit: a body whose
+    Content-Length says it is larger is refused unread (`has_body` False: a HEAD answer, whose
+    length is the blob's), any other stops being read at the limit."""
+    announced = response.headers.get("Content-Length", "")
+    if has_body and announced.isdigit() and int(announced) > max_bytes:
+        raise StorageError(f"{redact(url)} is {int(announced):,} bytes, more than the {max_bytes:,} allowed; "
+                           "not read")
     started = time.monotonic()
     raw = response.raw
     read = getattr(raw, "read1", None) or raw.read
@@ -270,9 +369,8 @@ def _read_small_body(response, url: str, deadline: float) -> bytes:  # type: ign
         if not piece:
             return b"".join(pieces)
         size += len(piece)
-        if size > MAX_SMALL_BODY_BYTES:
-            raise StorageError(f"{redact(url)} answered with more than {MAX_SMALL_BODY_BYTES:,} bytes; "
-                               "check -storage_url")
+        if size > max_bytes:
+            raise StorageError(f"{redact(url)} answered with more than {max_bytes:,} bytes; not read further")
         if time.monotonic() - started > deadline:
             raise _SlowSmallBody(f"the body took longer than {deadline:g} s")
         pieces.append(piece)
@@ -472,13 +570,15 @@ def _raise_for_final_status(status: int, reason: str, url: str) -> None:
 
 
 def read_small_blob(url: str, max_bytes: int, session=None,  # type: ignore[no-untyped-def]
-                    retry: Optional[RetryPolicy] = None) -> bytes:
-    """The whole body of a small blob (a record, a manifest); refused when larger than `max_bytes`
-    (the small-request rules cap what is read at all)."""
+                    retry: Optional[RetryPolicy] = None, time_limit: Optional[float] = None,
+                    watched: Optional[OpenResponses] = None) -> bytes:
+    """The whole body of a small blob (a record, a manifest). One larger than `max_bytes` is refused:
+    unread when its Content-Length says so, else read no further than the limit. With `time_limit`
+    it must arrive within that many seconds, retries included (else `BlobTimeout`); `watched` lets
+    another thread stop the read at once."""
     session = session or new_session()
     retry = retry or default_retry_policy()
-    response, body = _request_with_retries(session, "GET", url, retry, "Reading a blob")
+    response, body = _request_with_retries(session, "GET", url, retry, "Reading a blob",
+                                           max_body_bytes=max_bytes, time_limit=time_limit, watched=watched)
     _raise_for_final_status(response.status_code, response.reason, url)
-    if len(body) > max_bytes:
-        raise DownloadError(f"{redact(url)} is {len(body):,} bytes, more than the {max_bytes:,} allowed")
     return body

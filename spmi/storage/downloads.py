@@ -47,6 +47,7 @@ from spmi.storage.blobs import (
     head_blob,
     new_session,
     refused_redirects,
+    shut_down_response,
 )
 
 log = logging.getLogger("superpmi")
@@ -165,7 +166,7 @@ class _Body:
         if self.aborted:
             return
         self.aborted = True
-        _shut_down(self.response)
+        shut_down_response(self.response)
 
     def check_speed(self, rule: SlowBodyRule, now: float) -> None:
         if now - self.window_start < rule.window_seconds:
@@ -174,23 +175,6 @@ class _Body:
             self.too_slow = True
             self.abort()
         self.window_start, self.window_received = now, self.received
-
-
-def _shut_down(response: Any) -> None:
-    """Shut down the socket under a `requests` response, from any thread: a read blocked on it
-    returns at once (both directions, which also wakes a reader on Windows)."""
-    import socket
-    raw: Any = getattr(response, "raw", None)
-    sock = getattr(getattr(raw, "_connection", None), "sock", None)  # urllib3 2.x
-    if sock is None:  # urllib3 1.x: the http.client response's socket
-        sock = getattr(getattr(getattr(getattr(raw, "_fp", None), "fp", None), "raw", None), "_sock", None)
-    try:
-        if sock is not None:
-            sock.shutdown(socket.SHUT_RDWR)
-        elif getattr(raw, "shutdown", None) is not None:
-            raw.shutdown()
-    except (OSError, ValueError, RuntimeError):
-        pass
 
 
 class _FileJob:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional
 
+from spmi.base import usage
 from spmi.base.errors import SuiteError
 
 if TYPE_CHECKING:  # imported where used: commands that never touch storage start faster
@@ -109,6 +110,7 @@ def add_credential_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("-sas_token", metavar="TOKEN",
                        help=f"SAS token with write permission{VISIBLE_NOTE}{SAS_TOKEN_ENV}")
     group.add_argument("-account_key", metavar="KEY", help=f"storage account key{VISIBLE_NOTE}{ACCOUNT_KEY_ENV}")
+    usage.add_renamed(group, "-az_storage_key", "-account_key")
     group.add_argument("--use_azure_cli", action="store_true", help="authenticate as the signed-in Azure CLI user")
     group.add_argument("--use_default_credential", action="store_true",
                        help="authenticate with azure-identity's DefaultAzureCredential")

@@ -110,6 +110,81 @@ class DumpMapRow:
         arguments = self.arguments() if with_arguments else None
         return self.method_name if arguments is None else f"{self.method_name}({arguments})"
 
+    def jit_name(self) -> str:
+        """The name as the JIT reports it in the details CSV (docs/contracts.md §5):
+        `<class>:<method>[<inst>](<args>)[:<return>][:this]`, types in the JIT's spelling; the method
+        name field alone when the signature cannot be read."""
+        arguments = self.arguments()
+        class_name, _, method = self.method_name.partition(":")
+        head = self.signature[:len(self.signature) - len(arguments) - 2] if arguments is not None else ""
+        at = head.rfind(" " + method)
+        if arguments is None or not method or at < 0:
+            return self.method_name
+        words, groups = head[:at], _bracket_groups(head[at + 1 + len(method):])
+        instance = not words.startswith("static ")
+        returns = jit_type(words[len("static "):] if not instance else words)
+        method_inst = groups[1] if len(groups) > 1 else (groups[0] if groups and "[" not in class_name else "")
+        text = f"{class_name}:{method}"
+        text += f"[{','.join(jit_type(t) for t in split_types(method_inst))}]" if method_inst else ""
+        text += f"({','.join(jit_type(arg) for arg in split_types(arguments))})"
+        text += f":{returns}" if returns != "void" else ""
+        return text + (":this" if instance else "")
+
+
+#: IL spellings of `mcs -dumpMap` signatures -> the JIT's spelling in method names (docs/contracts.md §5)
+_JIT_PRIMITIVES = {
+    "int8": "byte", "unsigned int8": "ubyte", "int16": "short", "unsigned int16": "ushort", "int32": "int",
+    "unsigned int32": "uint", "int64": "long", "unsigned int64": "ulong", "native int": "nint",
+    "native unsigned int": "nuint", "float32": "float", "float64": "double",
+}
+
+
+def jit_type(il_type: str) -> str:
+    """`int32` -> `int`, `class System.String` -> `System.String`, `valueclass S` -> `S` (`pinned ` dropped),
+    arrays and instantiations element by element (``valueclass System.Span`1[unsigned int8]`` -> ``System.Span`1[ubyte]``)."""
+    text = il_type.strip()
+    text = text[len("pinned "):] if text.startswith("pinned ") else text
+    suffix = ""
+    while text.endswith("[]"):
+        text, suffix = text[:-2].rstrip(), "[]" + suffix
+    for kind in ("class ", "valueclass "):
+        if text.startswith(kind):
+            text = text[len(kind):]
+            break
+    else:
+        return _JIT_PRIMITIVES.get(text, text) + suffix
+    start = text.find("[")
+    if start > 0 and text.endswith("]"):
+        text = text[:start] + "[" + ",".join(jit_type(part) for part in split_types(text[start + 1:-1])) + "]"
+    return text + suffix
+
+
+def split_types(text: str) -> List[str]:
+    """A list of types joined by `,` (and spaces), split outside brackets."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(text[start:index].strip())
+            start = index + 1
+    parts.append(text[start:].strip())
+    return [part for part in parts if part]
+
+
+def _bracket_groups(text: str) -> List[str]:
+    """The contents of consecutive top-level `[...]` groups (`[A][B, C]` -> `A`, `B, C`)."""
+    groups, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char == "[":
+            depth += 1
+            if depth == 1:
+                start = index + 1
+        elif char == "]":
+            depth -= 1
+            if depth == 0:
+                groups.append(text[start:index])
+    return groups
+
 
 def parse_dump_map_row(line: str) -> Optional[DumpMapRow]:
     """`%d,<class>:<method>,"<signature>", <flags>, %d`, read without assuming a column count:

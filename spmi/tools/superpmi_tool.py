@@ -25,9 +25,10 @@ import re
 import shutil
 import struct
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from spmi.base import config, errors, fsutil, logs, platforms, runner
 from spmi.base.errors import SuiteError
@@ -427,8 +428,10 @@ def crash_message(outcome: platforms.ExitOutcome) -> str:
 
 
 def interpret_exit(outcome: platforms.ExitOutcome, diff_mode: bool, counts: ContextCounts,
-                   diff_with_release: bool = False) -> Verdict:
-    """§12.7: exit code → failure or not, with the original console wording."""
+                   diff_with_release: bool = False, compares_code: bool = True) -> Verdict:
+    """§12.7: exit code → failure or not, with the original console wording. A command that
+    does not compare code (tpdiff, memdiff, metricdiff: `compares_code=False`) reads exit 2 as
+    a finished diff, not as asm diffs."""
     if outcome.crashed or outcome.code == 139:
         crashed = outcome if outcome.crashed else platforms.ExitOutcome(139, True, 11)
         return Verdict(True, crash_message(crashed), ResultKind.CRASH)
@@ -437,6 +440,8 @@ def interpret_exit(outcome: platforms.ExitOutcome, diff_mode: bool, counts: Cont
         what = "diff" if diff_mode else "replay"
         return Verdict(False, f"Clean SuperPMI {what} ({counts.total} contexts processed)", ResultKind.CLEAN)
     if code == 2 and diff_mode:
+        if not compares_code:
+            return Verdict(False, f"SuperPMI diff done ({counts.total} contexts processed)", ResultKind.DIFFS)
         if diff_with_release:
             return Verdict(True, "Asm diffs found (a failure with --diff_with_release)", ResultKind.DIFFS)
         return Verdict(False, "Asm diffs found", ResultKind.DIFFS)
@@ -451,11 +456,23 @@ def interpret_exit(outcome: platforms.ExitOutcome, diff_mode: bool, counts: Cont
     return Verdict(True, f"Unknown error code {code}, please check the log for more details.", ResultKind.UNKNOWN)
 
 
+#: Added when every context of a collection missed data: what that usually means.
+ALL_MISSING_HINT = ("every context missed data: the collection may not match the JIT's target "
+                    "(check the collection's OS and architecture against -target_os and -target_arch)")
+
+
 def missing_message(counts: ContextCounts, diff_mode: bool) -> str:
     if diff_mode:
-        return (f"SuperPMI encountered missing data. Missing with base JIT: {counts.missing_base}. "
+        text = (f"SuperPMI encountered missing data. Missing with base JIT: {counts.missing_base}. "
                 f"Missing with diff JIT: {counts.missing_diff}. Total contexts: {counts.total}.")
-    return f"SuperPMI encountered missing data for {counts.missing} out of {counts.total} contexts"
+    else:
+        text = f"SuperPMI encountered missing data for {counts.missing} out of {counts.total} contexts"
+    return f"{text}; {ALL_MISSING_HINT}" if all_missing(counts) else text
+
+
+def all_missing(counts: ContextCounts) -> bool:
+    """Every context replayed missed data (nothing was compiled)."""
+    return counts.total > 0 and counts.missing == counts.total
 
 
 #: §2.8.5: what superpmi prints when a JIT cannot be loaded or initialised (then exit -2; in
@@ -617,6 +634,15 @@ class AssertGroup:
     def sorted_instances(self) -> List[AssertInstance]:
         return sorted(self.instances, key=lambda a: (a.il_size, a.mch, a.context))
 
+    def context_hits(self) -> List[Tuple[AssertInstance, int]]:
+        """Each asserting context once (its first line, in `sorted_instances` order) with its
+        number of assert lines: two JITs that both assert print one line each (§2.8.3)."""
+        hits = Counter((a.mch, a.context) for a in self.instances)
+        firsts: Dict[Tuple[str, int], AssertInstance] = {}
+        for instance in self.sorted_instances():
+            firsts.setdefault((instance.mch, instance.context), instance)
+        return [(instance, hits[key]) for key, instance in firsts.items()]
+
 
 def group_asserts(instances: Iterable[AssertInstance]) -> List[AssertGroup]:
     """Group by `<expression> (<file>:<line>)`; most frequent first, then by key."""
@@ -626,19 +652,31 @@ def group_asserts(instances: Iterable[AssertInstance]) -> List[AssertGroup]:
     return sorted(groups.values(), key=lambda g: (-g.count, g.key))
 
 
-def format_assert_report(instances: Sequence[AssertInstance], limit: int = ASSERT_INSTANCES_SHOWN) -> List[str]:
-    """The `============================== Assertions:` block (empty when no asserts)."""
+#: What follows a context's line in the assert report: (collection, context, assert lines) -> text.
+HitsText = Callable[[str, int, int], str]
+
+
+def plain_hits_text(mch: str, context: int, hits: int) -> str:
+    """One JIT: nothing for one hit, else how many (a JIT that asserts more than once per compile)."""
+    return "" if hits == 1 else f" ({hits} hits)"
+
+
+def format_assert_report(instances: Sequence[AssertInstance], limit: int = ASSERT_INSTANCES_SHOWN,
+                         hits_text: HitsText = plain_hits_text) -> List[str]:
+    """The `============================== Assertions:` block (empty when no asserts): per
+    assert, its count of contexts, then each context once, followed by `hits_text`."""
     groups = group_asserts(instances)
     if not groups:
         return []
     lines = ["============================== Assertions:"]
     for index, group in enumerate(groups, start=1):
-        lines.append(f"=== Assertion #{index}/{len(groups)} (count: {group.count}): {group.key}")
-        ordered = group.sorted_instances()
-        for instance in ordered[:limit]:
-            lines.append(f"  {instance.mch} # {instance.context} : IL size {instance.il_size}")
-        if len(ordered) > limit:
-            lines.append(f"  ... omitting {len(ordered) - limit} instances")
+        contexts = group.context_hits()
+        lines.append(f"=== Assertion #{index}/{len(groups)} (count: {len(contexts)}): {group.key}")
+        for instance, hits in contexts[:limit]:
+            lines.append(f"  {instance.mch} # {instance.context} : IL size {instance.il_size}"
+                         f"{hits_text(instance.mch, instance.context, hits)}")
+        if len(contexts) > limit:
+            lines.append(f"  ... omitting {len(contexts) - limit} instances")
     return lines
 
 

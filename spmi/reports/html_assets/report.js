@@ -20,6 +20,16 @@
     if (/^-0(\.0*)?$/.test(text)) text = text.slice(1);
     return v > 0 && text.charAt(0) !== "-" && !/^0(\.0*)?$/.test(text) ? "+" + text : text;
   }
+  // A change in %: never "0.00%" when it is not zero (as significance.fmt_change: two significant digits,
+  // at most 4 decimals, "<0.0001%" below that).
+  function fmtPct(v) {
+    if (v === 0) return "0.00%";
+    var magnitude = Math.abs(v), sign = v > 0 ? "+" : "-";
+    if (magnitude >= 0.005) return fmtSigned(v, 2) + "%";
+    if (magnitude < 0.0001) return sign + "<0.0001%";
+    var decimals = Math.min(4, 1 - Math.floor(Math.log10(magnitude)));
+    return sign + magnitude.toFixed(decimals) + "%";
+  }
   function side(v) { return v < 0 ? "good" : v > 0 ? "bad" : "same"; }
   function percent(b, d) { return b > 0 ? (d - b) / b * 100 : 0; }
 
@@ -58,7 +68,7 @@
     { label: "Base bytes", cls: "n", text: function (k) { return fmtInt(R.bb[k]); }, key: arrayKey(R.bb) },
     { label: "Diff bytes", cls: "n", text: function (k) { return fmtInt(R.db[k]); }, key: arrayKey(R.db) },
     { label: "Δ bytes", cls: "n", signed: deltaBytes, text: function (k) { return fmtSigned(deltaBytes[k], 0); }, key: arrayKey(deltaBytes) },
-    { label: "Δ %", cls: "n", signed: deltaPct, text: function (k) { return fmtSigned(deltaPct[k], 2) + "%"; }, key: arrayKey(deltaPct) },
+    { label: "Δ %", cls: "n", signed: deltaPct, text: function (k) { return fmtPct(deltaPct[k]); }, key: arrayKey(deltaPct) },
     { label: "Base PerfScore", cls: "n", text: function (k) { return fmtSigned(R.bp[k], 2).replace(/^\+/, ""); }, key: arrayKey(R.bp) },
     { label: "Diff PerfScore", cls: "n", text: function (k) { return fmtSigned(R.dp[k], 2).replace(/^\+/, ""); }, key: arrayKey(R.dp) },
     { label: "Δ PerfScore", cls: "n", signed: deltaPerf, text: function (k) { return fmtSigned(deltaPerf[k], 2); }, key: arrayKey(deltaPerf) }
@@ -161,7 +171,7 @@
   function metricRows(k) {
     var rows = [["Code bytes", R.bb[k], R.db[k], 0], ["PerfScore", R.bp[k], R.dp[k], 2]];
     var out = [];
-    rows.forEach(function (r) { out.push([r[0], fmtSigned(r[1], r[3]).replace(/^\+/, ""), fmtSigned(r[2], r[3]).replace(/^\+/, ""), r[2] - r[1], r[3], fmtSigned(percent(r[1], r[2]), 2) + "%"]); });
+    rows.forEach(function (r) { out.push([r[0], fmtSigned(r[1], r[3]).replace(/^\+/, ""), fmtSigned(r[2], r[3]).replace(/^\+/, ""), r[2] - r[1], r[3], fmtPct(percent(r[1], r[2]))]); });
     data.metrics.forEach(function (m) {
       var lo = 0, hi = m.rows.length - 1;
       while (lo <= hi) {
