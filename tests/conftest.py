@@ -8,7 +8,7 @@ pytest's numbered folders go there (`PYTEST_DEBUG_TEMPROOT`, unless `--basetemp`
 variable says otherwise; runs side by side each get their own), and each test process
 sets `TMPDIR` to a folder of its own there for everything that asks the system for a
 temporary folder (the suite's scratch folders, the sample tools, Azurite, Chromium and
-Playwright profiles), removed when its session ends. A passing run removes its base
+Playwright profiles), emptied when its session ends. A passing run removes its base
 folder (`tmp_path_retention_policy = failed` in setup.cfg); after a failure it stays, and
 pytest keeps the last three.
 """
@@ -33,19 +33,31 @@ RUN_FILES = REPO_ROOT / ".pytest_tmp"
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """Before pytest makes its base folder: under `.pytest_tmp/` (xdist workers inherit it)."""
+    """Before pytest makes its base folder: under `.pytest_tmp/` (xdist workers inherit it). The run
+    (not a worker) also removes the empty `TMPDIR` folders that ended sessions left (see below)."""
     if not os.environ.get("PYTEST_DEBUG_TEMPROOT"):
         RUN_FILES.mkdir(exist_ok=True)
         os.environ["PYTEST_DEBUG_TEMPROOT"] = str(RUN_FILES)
+    if not hasattr(config, "workerinput"):
+        for stale in RUN_FILES.glob("tmp-*"):
+            try:
+                stale.rmdir()  # only an empty one: a live session's holds its IN_USE file
+            except OSError:
+                pass
+
+
+IN_USE = ".in-use"
 
 
 @pytest.fixture(scope="session", autouse=True)
 def system_temp_in_the_checkout() -> Iterator[Path]:
     """`TMPDIR` (and Python's cached temp folder) for this process and every child it starts, set
     before any other fixture runs: `.pytest_tmp/tmp-<pid>` (short, for the Unix sockets made in it),
-    removed when the session ends."""
+    emptied when the session ends. multiprocessing removes its own `pymp-*` folder at exit (it fails
+    loudly when that is gone), so the emptied folder itself goes at the next run's start."""
     scratch = RUN_FILES / f"tmp-{os.getpid()}"
     scratch.mkdir(parents=True, exist_ok=True)
+    (scratch / IN_USE).touch()
     saved = os.environ.get("TMPDIR")
     os.environ["TMPDIR"] = tempfile.tempdir = str(scratch)
     try:
@@ -56,7 +68,16 @@ def system_temp_in_the_checkout() -> Iterator[Path]:
             os.environ.pop("TMPDIR", None)
         else:
             os.environ["TMPDIR"] = saved
-        shutil.rmtree(scratch, ignore_errors=True)
+        for entry in scratch.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                if not entry.name.startswith("pymp-"):
+                    shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink()
+        try:
+            scratch.rmdir()
+        except OSError:
+            pass
 
 
 @pytest.fixture(autouse=True)
