@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from spmi.base import logs
+from spmi.base import logs, usage
 from spmi.base.config import ArgumentParser, positive_int
 from spmi.base.errors import SuiteError
 
@@ -27,6 +27,7 @@ PROG = "superpmi_pr_bot.py"
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog=PROG, description="SuperPMI results on a pull request.")
+    usage.add_version(parser)
     commands = parser.add_subparsers(dest="command", metavar="command", parser_class=ArgumentParser)
     commands.required = True
     command = commands.add_parser("command", help="answer an issue_comment event's /spmi command")

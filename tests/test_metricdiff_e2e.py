@@ -155,7 +155,7 @@ def test_tpdiff_significant_and_insignificant_collections_with_build_warnings(sa
     lines = [line for line in long_text.splitlines() if line]
     # the verdict line first: the run's total, its verdict and the failures; never a 0.00% for a real change
     verdict = lines.pop(0)
-    assert re.fullmatch(r"tpdiff: instructions <span style=\"color:(red|green)\">[+-][0-9.]+%</span> "
+    assert re.fullmatch(r"tpdiff \S+ \S+: instructions <span style=\"color:(red|green)\">[+-][0-9.]+%</span> "
                         r"\(significant( in \d of \d collections)?\); no failures", verdict), verdict
     assert "0.00%" not in verdict and verdict == short_text.splitlines()[0]
     # the console ends with it, naming the target
@@ -214,7 +214,7 @@ def test_memdiff_over_the_threshold_exits_2_with_a_red_first_line(blowup_run):
     for name in ("memdiff_summary.md", "memdiff_short_summary.md"):
         text = (spmi / name).read_text(encoding="utf-8")
         verdict, _, first = text.splitlines()[:3]  # the verdict line first, then the red gate line
-        assert re.fullmatch(rf"memdiff: BytesAllocated {re.escape(RED)}\+\d+\.\d\d%</span> \(significant"
+        assert re.fullmatch(rf"memdiff \S+ \S+: BytesAllocated {re.escape(RED)}\+\d+\.\d\d%</span> \(significant"
                             rf"( in 1 of 2 collections)?; {re.escape(RED)}gate 25% reached in 1 collection</span>\); "
                             "no failures", verdict), verdict
         assert first.startswith(RED) and first.endswith("</span>")

@@ -153,7 +153,7 @@ def test_a_real_change_is_flagged_and_gated(noisy: Noisy, tmp_path: Path, noise_
     assert mem.returncode == 2, mem.stdout + mem.stderr
     mem_text = summaries(spmi, "memdiff")
     verdict, gate = mem_text["long"].split("\n\n")[:2]  # the verdict line first, then the gate line
-    assert re.fullmatch(r'memdiff: BytesAllocated <span style="color:red">\+\d+\.\d\d%</span> \(significant; '
+    assert re.fullmatch(r'memdiff \S+ \S+: BytesAllocated <span style="color:red">\+\d+\.\d\d%</span> \(significant; '
                         r'<span style="color:red">gate 25% reached in \d collections?</span>\); no failures', verdict)
     assert gate.startswith('<span style="color:red">Memory gate failed: BytesAllocated grew by at least 25%')
     rows = flagged_rows(mem_text["short"], "BytesAllocated")

@@ -582,3 +582,13 @@ def test_examples_are_named_from_the_map_only_where_unnamed():
                 model.Example("a.mch", 99, "", "FullOpts", 10, 20)]
     metricdiff.name_examples(examples, rows)
     assert [e.method for e in examples] == ["System.FannkuchRedux:Match(ulong,ulong):int:this", "Kept:Name", ""]
+
+
+def test_a_summary_names_the_target_its_json_carries():
+    run = tp_run([_tp_collection("a.mch", 100_000, 110_000)])
+    run.target_os, run.target_arch = "linux", "arm64"
+    again = model.run_from_json(model.run_to_json(run))
+    for rendered in (report.render(run, False, details.metric_direction),
+                     report.render(again, False, details.metric_direction)):
+        assert rendered.splitlines()[0].startswith("tpdiff linux arm64: instructions ")
+    assert report.verdict_line(run, "windows x64", markdown=False).startswith("tpdiff windows x64: ")

@@ -17,7 +17,7 @@ from spmi.base import usage
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM_DOC = REPO / "docs" / "upstream.md"
 ENTRY_SCRIPTS = ["superpmi.py", "jitrollingbuild.py", "jitutil.py", "superpmi_asmdiffs.py",
-                 "superpmi_asmdiffs_setup.py", "superpmi_asmdiffs_summarize.py"]
+                 "superpmi_asmdiffs_setup.py", "superpmi_asmdiffs_summarize.py", "superpmi_pr_bot.py"]
 ROW_RE = re.compile(r"^\| `(-[^`]+)` \| ([a-z, -]+) \| (accepted|renamed to `(-[^`]+)`) \|$")
 
 

@@ -438,6 +438,12 @@ def _verdict_of(run: MetricDiffRun, metric: str, rows: Sequence[str]) -> str:
     return "within noise" if quiet else "unchanged"
 
 
+def run_target(run: MetricDiffRun) -> str:
+    """`<os> <arch>` of the run's target as its summary records it ('' for a summary written before
+    summaries carried it)."""
+    return f"{run.target_os} {run.target_arch}".strip()
+
+
 def verdict_line(run: MetricDiffRun, target: str = "", markdown: bool = True) -> str:
     """The one line a reviewer acts on (docs/signal.md §6): `<kind> <target>: <metric> <total change>
     (<verdict>[; gate …]); <failures>`; metricdiff names its significant metrics instead. The change
@@ -449,7 +455,7 @@ def verdict_line(run: MetricDiffRun, target: str = "", markdown: bool = True) ->
         pct = _run_total(run, metric).pct
         return fmt_pct(pct, direction=signal.direction(metric)) if markdown else signal.fmt_change(pct)
 
-    head = name(f"{run.kind} {target}".strip())
+    head = name(f"{run.kind} {target or run_target(run)}".strip())
     metrics, rows = _judged(run)
     if run.kind == "metricdiff":
         significant = [m for m in metrics if _verdict_of(run, m, rows).startswith("significant")]
