@@ -46,6 +46,24 @@ def pytest_configure(config: pytest.Config) -> None:
                 pass
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """End-to-end files first, then files that set up a module-wide run, files of only `pure` tests
+    last (each file's tests stay together and in order): with `-n auto --dist loadfile` the long
+    files start at once and the quick ones fill the gaps at the end, instead of one long file
+    running alone after everything else."""
+    files: dict = {}
+    for item in items:
+        files.setdefault(item.path, []).append(item)
+
+    def weight(path: Path) -> int:
+        if path.stem.endswith("_e2e"):
+            return 0
+        if 'scope="module"' in path.read_text(encoding="utf-8"):
+            return 1
+        return 3 if all(item.get_closest_marker("pure") for item in files[path]) else 2
+    items[:] = [item for path in sorted(files, key=weight) for item in files[path]]
+
+
 IN_USE = ".in-use"
 
 
