@@ -114,7 +114,7 @@ def start_azurite(location: Path, timeout: float = 60.0, repo_root: Path = REPO_
     executable = azurite_executable(repo_root)
     location.mkdir(parents=True, exist_ok=True)
     argv = [str(executable), "--blobHost", "127.0.0.1", "--blobPort", "0", "--location", str(location),
-            "--skipApiVersionCheck", "--loose", "--silent"]
+            "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"]
     kwargs = ({"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP} if os.name == "nt"  # type: ignore[attr-defined]
               else {"start_new_session": True})
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

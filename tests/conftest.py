@@ -1,19 +1,113 @@
-"""Shared pytest fixtures.
+"""Shared pytest fixtures, and where a run keeps its files.
 
 The repository root is put on sys.path so tests import the top-level scripts
 exactly as `python superpmi.py` would find them.
+
+A run writes only under `.pytest_tmp/` in the checkout (gitignored), never in `/tmp`:
+pytest's numbered folders go there (`PYTEST_DEBUG_TEMPROOT`, unless `--basetemp` or the
+variable says otherwise; runs side by side each get their own), and each test process
+sets `TMPDIR` to a folder of its own there for everything that asks the system for a
+temporary folder (the suite's scratch folders, the sample tools, Azurite, Chromium and
+Playwright profiles), emptied when its session ends. A passing run removes its base
+folder (`tmp_path_retention_policy = failed` in setup.cfg); after a failure it stays, and
+pytest keeps the last three.
 """
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+
+RUN_FILES = REPO_ROOT / ".pytest_tmp"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Before pytest makes its base folder: under `.pytest_tmp/` (xdist workers inherit it). The run
+    (not a worker) also removes the empty `TMPDIR` folders that ended sessions left (see below)."""
+    if not os.environ.get("PYTEST_DEBUG_TEMPROOT"):
+        RUN_FILES.mkdir(exist_ok=True)
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(RUN_FILES)
+    if not hasattr(config, "workerinput"):
+        for stale in RUN_FILES.glob("tmp-*"):
+            try:
+                stale.rmdir()  # only an empty one: a live session's holds its IN_USE file
+            except OSError:
+                pass
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """End-to-end files first, then files that set up a module-wide run, files of only `pure` tests
+    last (each file's tests stay together and in order): with `-n auto --dist loadfile` the long
+    files start at once and the quick ones fill the gaps at the end, instead of one long file
+    running alone after everything else."""
+    files: dict = {}
+    for item in items:
+        files.setdefault(item.path, []).append(item)
+
+    def weight(path: Path) -> int:
+        if path.stem.endswith("_e2e"):
+            return 0
+        if 'scope="module"' in path.read_text(encoding="utf-8"):
+            return 1
+        return 3 if all(item.get_closest_marker("pure") for item in files[path]) else 2
+    items[:] = [item for path in sorted(files, key=weight) for item in files[path]]
+
+
+IN_USE = ".in-use"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def system_temp_in_the_checkout() -> Iterator[Path]:
+    """`TMPDIR` (and Python's cached temp folder) for this process and every child it starts, set
+    before any other fixture runs: `.pytest_tmp/tmp-<pid>` (short, for the Unix sockets made in it),
+    emptied when the session ends. multiprocessing removes its own `pymp-*` folder at exit (it fails
+    loudly when that is gone), so the emptied folder itself goes at the next run's start."""
+    scratch = RUN_FILES / f"tmp-{os.getpid()}"
+    scratch.mkdir(parents=True, exist_ok=True)
+    (scratch / IN_USE).touch()
+    saved = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = tempfile.tempdir = str(scratch)
+    try:
+        yield scratch
+    finally:
+        tempfile.tempdir = None
+        if saved is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved
+        for entry in scratch.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                if not entry.name.startswith("pymp-"):
+                    shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink()
+        try:
+            scratch.rmdir()
+        except OSError:
+            pass
+
+
+@pytest.fixture(autouse=True)
+def pure_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test marked `pure` (setup.cfg) starts no child process: `.ci/run` runs the pure tests on a
+    second Python, without Node.js, Chromium or the sample tools' processes in the time budget."""
+    if request.node.get_closest_marker("pure") is None:
+        return
+
+    def refuse(popen: subprocess.Popen, args: object, *rest: object, **kwargs: object) -> None:
+        raise AssertionError(f"{request.node.nodeid} is marked pure but starts a process: {args!r}")
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
 
 
 @pytest.fixture(autouse=True)

@@ -21,7 +21,7 @@ ENTRY_SCRIPTS = {"superpmi", "jitutil", "jitrollingbuild", "jitanalyze", "superp
 COMMAND_KIT = {"spmi.commands", "spmi.commands.parsing", "spmi.commands.shared", "spmi.commands.usage"}
 PIPELINE_MAY_IMPORT = {"spmi.commands", "spmi.commands.parsing"}
 # The command-line edge: only these modules of spmi import argparse or take a parsed namespace.
-EDGE_PACKAGES = {"commands"}
+EDGE_PACKAGES = {"commands", "entry"}
 EDGE_MODULES = {"spmi.pipeline.common", "spmi.pipeline.setup", "spmi.pipeline.workitem", "spmi.pipeline.summarize",
                 "spmi.analyzer.cli"}
 

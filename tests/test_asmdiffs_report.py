@@ -42,6 +42,8 @@ from spmi.reports.asm_model import (
 )
 from spmi.reports.asm_overall import measure_bytes, render_long_within, render_overall, render_short_within
 
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+
 DATA = Path(__file__).resolve().parent / "data" / "md"
 GOLDEN_02 = (DATA / "02_superpmi_diff_summary_2024_complete.md").read_text(encoding="utf-8")
 GOLDEN_04 = (DATA / "04_superpmi_diff_summary_2024_winx64_header_excerpt.md").read_text(encoding="utf-8")

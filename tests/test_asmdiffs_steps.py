@@ -9,6 +9,8 @@ from spmi.base.errors import SuiteError
 from spmi.steps import asmdiffs_steps as steps
 from spmi.tools.superpmi_tool import SuperpmiInvocation
 
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+
 ASM = Path("/spmi/asm.libraries.pmi")
 
 

@@ -116,7 +116,9 @@ def check_downloads(toolchain, spmi: Path, merge_base: str) -> None:
 
 def check_summary(spmi: Path, name: str, merge_base: str) -> str:
     text = log_text(spmi, name)
-    assert text.startswith("Diffs are based on ")
+    verdict, rest = text.split("\n\n", 1)  # the verdict line first (docs/signal.md), then §12.10 item 1
+    assert verdict.startswith("linux x64: ") and "contexts with diffs" in verdict, verdict
+    assert rest.startswith("Diffs are based on ")
     assert "<summary>Overall (" in text and "<summary>Example diffs</summary>" in text
     for s in SETS:
         assert f"|{s}.linux.x64.checked.mch|" in text
@@ -150,7 +152,8 @@ def test_asmdiffs_finds_collections_and_baseline_in_storage(storage_account, too
     assert "Asm diffs in 2 MCH files:" in first.stdout
     check_downloads(toolchain, spmi, merge_base)
     long_text = check_summary(spmi, "diff_summary.md", merge_base)
-    assert log_text(spmi, "diff_short_summary.md").startswith("Diffs are based on ")
+    short_verdict, short_rest = log_text(spmi, "diff_short_summary.md").split("\n\n", 1)
+    assert long_text.startswith(short_verdict + "\n\n") and short_rest.startswith("Diffs are based on ")
 
     # Warm caches: the storage URL now points at a closed port and nothing needs the network.
     second = asmdiffs(repos.work, toolchain.core_root, spmi, closed_port_url())

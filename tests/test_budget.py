@@ -6,6 +6,8 @@ import pytest
 from spmi.reports import budget
 from spmi.reports.budget import Limit, Section
 
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+
 
 def test_a_limit_counts_utf8_bytes_or_characters_and_a_text_fits_when_at_most_the_limit() -> None:
     text = "é" * 10

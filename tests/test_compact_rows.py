@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from spmi.base.columns import Labels, Numbers, Texts, as_list, numbers, taken
+from spmi.base.columns import Labels, Numbers, Texts, as_list, in_order_sum, masked_sum, numbers, taken
 from spmi.formats import details
 from spmi.reports import asm_analysis, html_build, html_report
 from spmi.reports.asm_model import AsmDiffsSummary, CollectionAggregates, CollectionReport, DiffRows
 from spmi.reports.html_report import DiffRow, DiffRowTable, HtmlReport, ReportHeader, render_html
+
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
 
 HEADER = ("Context,Context size,Method full name,Tier name,Base result,Diff result,MinOpts,Has diff,"
           "Base instructions,Diff instructions,Base ActualCodeBytes,Diff ActualCodeBytes,Base PerfScore,Diff PerfScore")
@@ -52,6 +54,23 @@ def test_numbers_equal_lists_and_taken_keeps_the_kind_of_column():
     assert isinstance(taken(Texts(["a", "b"]), [1]), Texts) and isinstance(taken(Labels(["a"]), [0]), Labels)
     assert taken([1.5, 2], [1]) == [2] and isinstance(taken([1.5, 2], [1]), list)
     assert as_list(column) == [5, 2, 9] and type(as_list(column)) is list
+
+
+def test_sums_add_left_to_right_on_every_python():
+    """`sum` compensates floats since Python 3.12 (1e16 + 1.0 - 1e16 is 1.0 there, 0.0 before); the
+    suite's totals add as a `+=` loop does, so a streamed total equals the whole-column total anywhere."""
+    values = [1e16, 1.0, -1e16, 0.1, 0.2, 0.3]
+    loop = 0.0
+    for value in values:
+        loop += value
+    assert in_order_sum(values) == loop == in_order_sum(values[3:], in_order_sum(values[:3]))
+    assert in_order_sum(values[:3]) == 0.0
+    floats, mask = numbers("d", values), bytes([1, 1, 1, 0, 1, 1])
+    assert masked_sum(floats, mask) == in_order_sum(v for v, m in zip(values, mask) if m)
+    assert masked_sum(floats, mask, 2.5) == in_order_sum([v for v, m in zip(values, mask) if m], 2.5)
+    integers = numbers("q", [2**62, 2**62, -(2**62), 7])
+    assert masked_sum(integers, bytes([1, 1, 1, 1])) == 2**62 + 7 and isinstance(masked_sum(integers, b"\1" * 4), int)
+    assert masked_sum(integers, bytes([0, 0, 0, 1]), 0.5) == 7.5
 
 
 # ---------------------------------------------------------------- the kept table

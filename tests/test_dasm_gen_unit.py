@@ -1,7 +1,11 @@
 """Pure parts of batched listing generation: splitting, header parsing, checks, chunks."""
 from __future__ import annotations
 
+import pytest
+
 from spmi.tools import dasm_gen as dg
+
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
 
 L1 = b"; Assembly listing for method A:M(int):int (Tier1)\n; Emitting\n\nbody1\n; Total bytes of code 3\n\n"
 L2 = b"; Assembly listing for method B:N():this (FullOpts)\r\nbody2\r\n"

@@ -18,6 +18,8 @@ from spmi.formats.details import (
     read_details_csv,
 )
 
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+
 DIFF_HEADER = ("Context,Context size,Method full name,Tier name,Base result,Diff result,MinOpts,Has diff,"
                "Base instructions,Diff instructions,Base ActualCodeBytes,Diff ActualCodeBytes,"
                "Base PerfScore,Diff PerfScore,Base BytesAllocated,Diff BytesAllocated")

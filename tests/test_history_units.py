@@ -9,6 +9,8 @@ import pytest
 from spmi.history import judge, records, store, trend_page
 from spmi.history.records import CollectionTotals, HistoryRecord, RecordError
 
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+
 GUID = "5f2a8c1e-3b7d-4e96-a0c4-9d81e6b27f35"
 
 

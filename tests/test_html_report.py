@@ -31,6 +31,8 @@ from spmi.reports.html_report import (
     write_html,
 )
 
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+
 HOSTILE = [
     "</script><script>alert(1)</script>",
     '"><img src=x onerror=alert(2)>',

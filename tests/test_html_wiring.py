@@ -32,6 +32,8 @@ from spmi.reports.html_report import ASSETS, render_html
 from spmi.reports.pipeline_markdown import ReportLink, html_reports_section
 from spmi.steps import html_step
 
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parent.parent
 HEADER = ("Context,Context size,Method full name,Tier name,Base result,Diff result,MinOpts,Has diff,"
           "Base instructions,Diff instructions,Base ActualCodeBytes,Diff ActualCodeBytes,Base PerfScore,Diff PerfScore")

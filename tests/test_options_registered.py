@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Set
@@ -18,6 +19,8 @@ import pytest
 
 import superpmi
 from spmi.commands import parsing
+
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "spmi"
@@ -47,6 +50,7 @@ class Function:
     params: List[str] = field(default_factory=list)
 
 
+@functools.lru_cache(maxsize=None)  # read-only; parsing every module once is enough
 def _index() -> Dict[str, List[Function]]:
     """Functions by 'name', 'Class.name' and 'module.name' (module = last part of the dotted name)."""
     index: Dict[str, List[Function]] = {}

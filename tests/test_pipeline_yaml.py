@@ -11,6 +11,8 @@ from typing import Dict, Iterator, List, Tuple
 
 import pytest
 
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+
 yaml = pytest.importorskip("yaml")
 
 import superpmi_asmdiffs as driver  # noqa: E402

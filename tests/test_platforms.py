@@ -8,6 +8,8 @@ import pytest
 
 from spmi.base import platforms as p
 
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+
 
 @pytest.mark.parametrize("sys_platform,expected", [
     ("win32", p.WINDOWS), ("cygwin", p.WINDOWS), ("linux", p.LINUX), ("darwin", p.OSX)])

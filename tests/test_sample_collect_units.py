@@ -7,6 +7,8 @@ import sample_support  # noqa: F401  (puts the repository on sys.path)
 from sample import assembly, mchfile
 from sample.assembly import MethodSpec, runtime_settings, tiers_when_run
 
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+
 
 def test_assembly_files_round_trip_and_reject_other_files():
     for spec in assembly.sample_assemblies().values():

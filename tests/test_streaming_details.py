@@ -13,6 +13,8 @@ from spmi.reports import asm_analysis
 from spmi.reports import metric_model as model
 from spmi.steps import replay_steps
 
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+
 ASM_HEADER = ("Context,Context size,Method full name,Tier name,Base result,Diff result,MinOpts,Has diff,"
               "Base instructions,Diff instructions,Base ActualCodeBytes,Diff ActualCodeBytes,Base PerfScore,"
               "Diff PerfScore,Base BytesAllocated,Diff BytesAllocated,Base LoopsCloned,Diff LoopsCloned")

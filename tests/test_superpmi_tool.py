@@ -14,6 +14,8 @@ from spmi.commands import shared
 from spmi.tools import jit_build
 from spmi.tools import superpmi_tool as st
 
+pytestmark = pytest.mark.pure  # no child process (tests/conftest.py)
+
 SPMI, JIT, MCH = Path("/cr/superpmi"), Path("/cr/libclrjit.so"), Path("/c/libraries.pmi.mch")
 FILES = st.RunFiles(Path("/t/libraries.pmi.mch_fail.mcl"), Path("/t/libraries.pmi.mch_details.csv"))
 

@@ -20,10 +20,10 @@ from spmi.analyzer.core import (
 from spmi.analyzer.export import render_json, render_tsv
 from spmi.analyzer.render import render_markdown, render_text, render_warnings
 from spmi.analyzer.scan import METRICS
-from spmi.base import platforms, runner
+from spmi.base import invocation, platforms, runner
 from spmi.base.errors import SuiteError, Terminated
 
-PROGRAM = "jitanalyze.py"
+PROGRAM = invocation.program_name("jitanalyze.py")
 VERSION = "1.0.0"
 DESCRIPTION = "Compare and analyze `*.dasm` files from baseline/diff (the suite's built-in jit-analyze)"
 

@@ -6,12 +6,17 @@ character, no object per text); `Labels` keeps values of a few distinct kinds (a
 name, a result, a flag) as one small code each. All compare equal to a list of the same
 values, so a column made by a run and the same column read back from JSON (a list) are
 equal.
+
+Sums of a column add left to right (`in_order_sum`): `sum()` compensates floats since
+Python 3.12, so a total made of running sums over parts, and the same total over the
+whole column, would differ in the last bits from one interpreter to the next.
 """
 from __future__ import annotations
 
 from array import array
-from itertools import accumulate, islice
-from operator import eq
+from functools import reduce
+from itertools import accumulate, compress, islice
+from operator import add, eq
 from typing import Dict, Iterable, Iterator, List, Sequence, TypeVar, Union, overload
 
 _T = TypeVar("_T")
@@ -169,4 +174,22 @@ def as_list(column: Sequence[_T]) -> List[_T]:
     return column if isinstance(column, list) else list(column)
 
 
-__all__ = ["Labels", "Numbers", "Texts", "as_list", "numbers", "taken"]
+Number = Union[int, float]
+
+
+def in_order_sum(values: Iterable[Number], start: Number = 0) -> Number:
+    """start + v1 + v2 + ..., left to right, as a `+=` loop adds on every Python version (`sum`
+    compensates floats since 3.12): a running total over parts equals the total over the whole."""
+    return reduce(add, values, start)
+
+
+def masked_sum(column: Sequence[Number], mask: bytes, start: Number = 0) -> Number:
+    """start + the values of `column` where `mask` is set, left to right; integers in a 'q' array
+    are added by `sum` at C speed (exact in any order)."""
+    values = compress(column, mask)
+    if isinstance(column, array) and column.typecode == "q" and isinstance(start, int):
+        return sum(values, start)
+    return in_order_sum(values, start)
+
+
+__all__ = ["Labels", "Number", "Numbers", "Texts", "as_list", "in_order_sum", "masked_sum", "numbers", "taken"]

@@ -17,10 +17,10 @@ from typing import List, Literal, Optional, Sequence, overload
 
 from spmi.base import fsutil, logs, platforms, progress, runner
 from spmi.base.errors import SuiteError
+from spmi.base.invocation import SCRIPTS_DIR
 
 log = logging.getLogger("superpmi")
 
-SCRIPTS_DIR = Path(__file__).resolve().parents[2]  # the folder of the entry scripts
 UNKNOWN_JIT_EE_VERSION = "unknown-jit-ee-version"
 JITEE_GUID_HEADER = Path("src/coreclr/inc/jiteeversionguid.h")
 _JITEE_GUID_RE = re.compile(r"^constexpr GUID JITEEVersionIdentifier *= *{ */\* *([^ ]*) *\*/")
@@ -80,23 +80,6 @@ def _pick_build_type(value: Optional[str], default: str) -> str:
     if normalized is None:
         raise SuiteError(f"-build_type '{value}' is not valid; use Debug, Checked or Release")
     return normalized
-
-
-def script_command(script: str, cwd: Optional[Path] = None) -> str:
-    """`python <script>` as typed from the current directory (`script` relative to the scripts folder)."""
-    path = SCRIPTS_DIR / script
-    try:
-        shown = os.path.relpath(path, cwd or Path.cwd())
-    except ValueError:  # another drive on Windows
-        shown = str(path)
-    if shown.startswith(".."):
-        shown = str(path)
-    return f"python {shown}"
-
-
-def demo_command(cwd: Optional[Path] = None) -> str:
-    """How to start the sample demo (it needs no enlistment)."""
-    return script_command("sample/demo.py", cwd)
 
 
 def find_git_work_tree(start: Path) -> Optional[Path]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from spmi.base import config, fsutil, platforms, redaction, runner, untrusted
+from spmi.base import config, fsutil, invocation, platforms, redaction, runner, untrusted
 from spmi.base.config import Settings
 from spmi.base.errors import SuiteError
 from spmi.commands import shared
@@ -20,7 +20,7 @@ from spmi.storage import blobs, downloads, uploads
 
 log = logging.getLogger("superpmi")
 
-PROG = "jitrollingbuild.py"
+PROG = invocation.program_name("jitrollingbuild.py")
 CONTAINER = baseline.ROLLING_BUILD_CONTAINER
 
 

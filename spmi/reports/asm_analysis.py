@@ -8,13 +8,12 @@ import math
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import reduce
 from heapq import nlargest, nsmallest
 from itertools import compress, islice, repeat
-from operator import add, and_, eq, gt, truediv
+from operator import and_, eq, gt, truediv
 from typing import Container, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
 
-from spmi.base.columns import Labels, Texts, numbers, taken
+from spmi.base.columns import Labels, Texts, in_order_sum, masked_sum, numbers, taken
 from spmi.formats.details import CODE_BYTES, ERROR, MISS, PERFSCORE, SUCCESS, DetailsColumns, DetailsRow, DetailsTable
 from spmi.reports.asm_model import IMPROVEMENT, REGRESSION, Aggregate, CollectionAggregates, DiffListStats, ExampleDiff
 
@@ -252,20 +251,6 @@ def _aggregated_columns(table: DetailsTable) -> Tuple[Sequence[float], ...]:
             table.columns.base_instructions, table.columns.diff_instructions)
 
 
-def _in_order_sum(values: Iterable[float], start: float) -> float:
-    """start + v1 + v2 + ..., left to right (as `+=` in a loop; `sum` may compensate floats)."""
-    return reduce(add, values, start)
-
-
-def _masked_sum(column: Sequence[Number], mask: bytes, start: Number) -> Number:
-    """start + the values of `column` where `mask` is set: integers in an array at C speed
-    (exact in any order), anything else left to right."""
-    values = compress(column, mask)
-    if isinstance(column, array) and column.typecode == "q":
-        return sum(values, start)
-    return _in_order_sum(values, start)  # type: ignore[arg-type]
-
-
 def _add_metric_sums(sums: Dict[str, List[Number]], table: DetailsTable, succeeded: bytes) -> None:
     """One part's rows (where both JITs succeeded) into the running [Σ base, Σ diff] of every
     metric column the CSV has; the columns filled in for older layouts are left out."""
@@ -274,8 +259,8 @@ def _add_metric_sums(sums: Dict[str, List[Number]], table: DetailsTable, succeed
             continue
         pair = sums.setdefault(name, [0, 0])
         same_so_far = diff_column is base_column and type(pair[0]) is type(pair[1]) and pair[0] == pair[1]
-        pair[0] = _masked_sum(base_column, succeeded, pair[0])
-        pair[1] = pair[0] if same_so_far else _masked_sum(diff_column, succeeded, pair[1])
+        pair[0] = masked_sum(base_column, succeeded, pair[0])
+        pair[1] = pair[0] if same_so_far else masked_sum(diff_column, succeeded, pair[1])
 
 
 def _add_class(agg: Aggregate, table: DetailsTable, in_class: bytes, succeeded: bytes,
@@ -295,14 +280,14 @@ def _add_class(agg: Aggregate, table: DetailsTable, in_class: bytes, succeeded: 
     base_code, diff_code, base_perf, diff_perf, base_instr, diff_instr = (list(compress(column, succeeded))
                                                                           for column in columns)
     agg.diffed_contexts += count
-    agg.base_code_bytes = int(_in_order_sum(base_code, agg.base_code_bytes))  # code sizes are whole bytes
-    agg.diff_code_bytes = int(_in_order_sum(diff_code, agg.diff_code_bytes))
-    agg.base_perfscore = _in_order_sum(base_perf, agg.base_perfscore)
-    agg.diff_perfscore = _in_order_sum(diff_perf, agg.diff_perfscore)
-    agg.base_instructions = int(_in_order_sum(base_instr, agg.base_instructions))
-    agg.diff_instructions = int(_in_order_sum(diff_instr, agg.diff_instructions))
+    agg.base_code_bytes = int(in_order_sum(base_code, agg.base_code_bytes))  # code sizes are whole bytes
+    agg.diff_code_bytes = int(in_order_sum(diff_code, agg.diff_code_bytes))
+    agg.base_perfscore = in_order_sum(base_perf, agg.base_perfscore)
+    agg.diff_perfscore = in_order_sum(diff_perf, agg.diff_perfscore)
+    agg.base_instructions = int(in_order_sum(base_instr, agg.base_instructions))
+    agg.diff_instructions = int(in_order_sum(diff_instr, agg.diff_instructions))
     ratios = map(truediv, map(max, diff_perf, repeat(1.0)), map(max, base_perf, repeat(1.0)))
-    agg.perfscore_log_sum = _in_order_sum(map(math.log, ratios), agg.perfscore_log_sum)
+    agg.perfscore_log_sum = in_order_sum(map(math.log, ratios), agg.perfscore_log_sum)
     agg.contexts_with_diffs += sum(compress(c.has_diff, succeeded))
 
 

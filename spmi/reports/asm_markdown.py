@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
+from spmi.base.columns import in_order_sum
 from spmi.base.untrusted import (
     code_block,
     console_line,
@@ -505,7 +506,7 @@ def perfscore_sections(collections: Sequence[CollectionReport]) -> str:
         if not with_diffs:
             continue
         aggs = [c.aggregates.row(row) for c in collections]
-        base, diff = sum(a.base_perfscore for a in aggs), sum(a.diff_perfscore for a in aggs)
+        base, diff = in_order_sum(a.base_perfscore for a in aggs), in_order_sum(a.diff_perfscore for a in aggs)
         body = ("|Collection|Base PerfScore|Diff PerfScore|Δ PerfScore|Δ %|Geomean|Geomean in diffs|\n"
                 "|---|--:|--:|--:|--:|--:|--:|\n")
         for collection in with_diffs:

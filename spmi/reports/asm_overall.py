@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable, FrozenSet, List, Optional, Sequence, Tuple
 
 from spmi.base.cioutput import GITHUB_COMMENT_LIMIT, GITHUB_STEP_SUMMARY_LIMIT
+from spmi.base.columns import in_order_sum
 from spmi.base.untrusted import code_block, escape_html_inline, escape_md_inline
 from spmi.reports import budget
 from spmi.reports.asm_markdown import (
@@ -154,7 +155,7 @@ def platform_headline(summary: AsmDiffsSummary) -> str:
     else:
         with_diffs = sum(a.contexts_with_diffs for a in overall)
         base, diff = sum(a.base_code_bytes for a in overall), sum(a.diff_code_bytes for a in overall)
-        base_ps, diff_ps = sum(a.base_perfscore for a in overall), sum(a.diff_perfscore for a in overall)
+        base_ps, diff_ps = in_order_sum(a.base_perfscore for a in overall), in_order_sum(a.diff_perfscore for a in overall)
         changed = sum(1 for c in collections if c.has_diffs)
         line = (f"{plural(with_diffs, 'context')} with diffs in {changed} of {plural(len(collections), 'collection')}: "
                 f"{fmt_delta(base, diff)} bytes ({fmt_percent(pct(base, diff))}), "

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union, overload
 
 from spmi.base import fsutil
+from spmi.base.columns import in_order_sum
 from spmi.formats import details
 from spmi.reports.asm_model import DiffRows, RunFacts
 from spmi.reports.significance import fmt_change
@@ -669,7 +670,7 @@ def _overview(report: HtmlReport, by_collection: Dict[str, List[RowRun]]) -> str
         byte_deltas = list(_deltas(runs, "base_bytes", "diff_bytes"))
         improvements, regressions = sum(d < 0 for d in byte_deltas), sum(d > 0 for d in byte_deltas)
         delta = sum(byte_deltas)
-        perf = sum(_deltas(runs, "base_perfscore", "diff_perfscore"))
+        perf = in_order_sum(_deltas(runs, "base_perfscore", "diff_perfscore"))
         count = len(byte_deltas)
         totals = [totals[0] + c.contexts, totals[1] + count, totals[2] + c.missing, totals[3] + c.failures]
         body.append(

@@ -15,16 +15,16 @@ import math
 from dataclasses import asdict, dataclass, field
 from itertools import compress, repeat
 from operator import and_, eq, gt, le, lt, mul, neg, not_, sub, truediv, truth
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from spmi.base import schema
+from spmi.base.columns import Number, masked_sum
 
 try:
     from typing import Protocol
 except ImportError:  # pragma: no cover - Python < 3.8
     Protocol = object  # type: ignore[assignment]
 
-Number = Union[int, float]
 
 ROWS = ("Overall", "MinOpts", "FullOpts")
 CLASSES = ("FullOpts", "MinOpts")  # per-context example classes, in summary order
@@ -244,8 +244,8 @@ def aggregate_table(name: str, table: DiffTable, metrics: Sequence[str], focus: 
 
 
 def _masked_totals(base_values: Sequence[Number], diff_values: Sequence[Number], mask: bytes) -> Totals:
-    base_sum = sum(compress(base_values, mask))
-    return Totals(base_sum, base_sum if diff_values is base_values else sum(compress(diff_values, mask)))
+    base_sum = masked_sum(base_values, mask)
+    return Totals(base_sum, base_sum if diff_values is base_values else masked_sum(diff_values, mask))
 
 
 def success_mask(columns: DiffColumns) -> bytes:
@@ -453,8 +453,8 @@ class MetricDigest:
             for class_name, mask in masks.items():
                 pair = sums[class_name]
                 same_so_far = diff_values is base_values and type(pair[0]) is type(pair[1]) and pair[0] == pair[1]
-                pair[0] = sum(compress(base_values, mask), pair[0])
-                pair[1] = pair[0] if same_so_far else sum(compress(diff_values, mask), pair[1])
+                pair[0] = masked_sum(base_values, mask, pair[0])
+                pair[1] = pair[0] if same_so_far else masked_sum(diff_values, mask, pair[1])
         for class_name, mask in masks.items():
             self.contexts[class_name] += mask.count(1)
         for counts, results in ((self.base_counts, columns.base_result), (self.diff_counts, columns.diff_result)):

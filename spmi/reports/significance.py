@@ -20,6 +20,7 @@ from itertools import compress
 from operator import and_, gt, mul, sub
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from spmi.base.columns import in_order_sum
 from spmi.base.errors import SuiteError
 from spmi.base.untrusted import escape_md_inline
 from spmi.formats import details
@@ -330,8 +331,9 @@ class SpreadDigest:
                 bases = list(compress(base_values, mask))
                 deltas = list(map(sub, compress(diff_values, mask), bases))
                 positive = [(b, d) for b, d in zip(bases, deltas) if b > 0]
-                part = SpreadSums(float(sum(bases)), float(sum(deltas)), float(sum(map(mul, bases, bases))),
-                                  sum((d / b) ** 2 for b, d in positive), len(positive))
+                part = SpreadSums(float(in_order_sum(bases)), float(in_order_sum(deltas)),
+                                  float(in_order_sum(map(mul, bases, bases))),
+                                  float(in_order_sum((d / b) ** 2 for b, d in positive)), len(positive))
                 rows = self.sums.setdefault(metric, {})
                 rows[row] = rows.get(row, SpreadSums()).plus(part)
 

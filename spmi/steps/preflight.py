@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from spmi.base import config, platforms
+from spmi.base import config, invocation, platforms
 from spmi.base.errors import SuiteError
 from spmi.sources import mch_sources
 from spmi.tools import jit_build, superpmi_tool
@@ -81,9 +81,10 @@ class GivenPaths:
 
 
 def nothing_given_message(command: str, cwd: Path) -> str:
+    demo = invocation.demo_command()
     return (f"not in a dotnet/runtime enlistment ({cwd}) and no -core_root, JIT paths or -mch_files given: "
-            f"see {config.script_command('superpmi.py')} {command} -h, or try the sample first: "
-            f"{config.demo_command()}")
+            f"see {invocation.script_command('superpmi.py')} {command} -h"
+            + (f", or try the sample first: {demo}" if demo else ""))
 
 
 def check_inputs(given: GivenPaths, command: str) -> None:
