@@ -33,11 +33,15 @@ find_python() {  # the newest installed patch release of one minor version
 }
 
 venv_for() {  # .venv-<major.minor> with the test requirements; prints its python
-    local python=$1 version venv
+    local python=$1 version venv scratch
     version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     venv=".venv-$version"
     [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r requirements-test.txt
+    # pip's own temporary files (it can leave a CA bundle behind) stay in the checkout, not in /tmp
+    scratch="$PWD/.pytest_tmp/pip-$version"
+    mkdir -p "$scratch"
+    TMPDIR="$scratch" "$venv/bin/python" -m pip install -q --disable-pip-version-check -r requirements-test.txt
+    rm -rf "$scratch"
     echo "$venv/bin/python"
 }
 
