@@ -36,10 +36,11 @@ venv_for() {  # .venv-<major.minor> with the test requirements; prints its pytho
     local python=$1 version venv scratch
     version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     venv=".venv-$version"
-    [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-    # pip's own temporary files (it can leave a CA bundle behind) stay in the checkout, not in /tmp
+    # pip's own temporary files (run from its wheel, it can leave a CA bundle behind) stay in the
+    # checkout, not in /tmp
     scratch="$PWD/.pytest_tmp/pip-$version"
     mkdir -p "$scratch"
+    [ -x "$venv/bin/python" ] || TMPDIR="$scratch" "$python" -m venv "$venv"
     TMPDIR="$scratch" "$venv/bin/python" -m pip install -q --disable-pip-version-check -r requirements-test.txt
     rm -rf "$scratch"
     echo "$venv/bin/python"
