@@ -138,6 +138,8 @@ def next_steps(out: Path, spmi_locations: Sequence[Path], commands: Sequence[Lis
     if not noise:
         lines.append("  4. Add run-to-run noise and flag only what stands out from it (memdiff --noise_check): "
                      + shown([sys.executable, str(REPO / "sample" / "demo.py"), "--noise"]))
+        lines.append("  5. Keep a history of main runs in a folder and judge a PR's change against it (tpdiff, "
+                     "trend page): " + shown([sys.executable, str(REPO / "sample" / "demo.py"), "--history"]))
     lines.append("  More: %s (examples and every option), %s."
                  % (shown([sys.executable, str(REPO / "superpmi.py"), "asmdiffs", "-h"]), REPO / "README.md"))
     return lines

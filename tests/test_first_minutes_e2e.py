@@ -188,6 +188,8 @@ def test_demo_is_short_and_ends_with_next_steps_that_work(tmp_path):
     [verbose] = [argv for argv in commands if argv[-1] == "-v"]
     pipeline = [argv for argv in commands if "make_toolchain.py" in argv[1] or "superpmi_asmdiffs_setup.py" in argv[1]]
     assert len(pipeline) == 2 and pipeline[1][-1] == "--run_locally"
+    assert any(line.strip().startswith("5. ") and line.rstrip().endswith(f"{REPO / 'sample' / 'demo.py'} --history")
+               for line in steps), steps
     rerun = subprocess.run(verbose, capture_output=True, text=True, env=env, timeout=300)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert "Top file regressions" in rerun.stdout and "libraries.pmi" in rerun.stdout
