@@ -155,3 +155,14 @@ def test_chosen_parser_follows_the_subcommand():
     for script, command, _, _ in ROWS:
         counts[f"{script} {command}"] = counts.get(f"{script} {command}", 0) + 1
     assert all(name in PARSERS for name in counts), set(counts) - set(PARSERS)
+
+
+@pytest.mark.parametrize("argv", [["asmdiffs", "-significance", "a\n::error::pwn"],
+                                  ["asmdiffs", "-nosuch\n\u00a0::warning::x"],
+                                  ["asmdiffs", "-target_os", "x ##vso[task.setvariable variable=A]1"]])
+def test_a_usage_error_repeats_what_was_typed_on_one_line_without_a_pipeline_command(argv: List[str]) -> None:
+    proc = run_script("superpmi.py", *argv)
+    assert proc.returncode in (1, 2) and proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "##vso[" not in proc.stderr and not lines[0].lstrip().startswith("::"), proc.stderr

@@ -14,6 +14,7 @@ import re
 from typing import Callable, List, Optional, Tuple, TypeVar
 
 from spmi.base.config import MAX_SECONDS
+from spmi.base.untrusted import console_line
 from spmi.commands import usage
 
 Number = TypeVar("Number", int, float)
@@ -58,7 +59,8 @@ class ArgumentParser(argparse.ArgumentParser):
             raise argparse.ArgumentError(action, usage.invalid_choice(str(value), [str(c) for c in action.choices]))
 
     def error(self, message: str) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
-        self.exit(usage.USAGE_EXIT, f"{self.prog}: error: {message}\n")
+        # the message repeats what was typed: one line, and no pipeline command in it
+        self.exit(usage.USAGE_EXIT, f"{self.prog}: error: {console_line(message)}\n")
 
 
 # ---------------------------------------------------------------- numeric option types
