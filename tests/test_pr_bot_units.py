@@ -2,6 +2,7 @@
 mentions made inert, rate-limit waits and page links."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -76,12 +77,22 @@ def test_mentions_references_and_entities_become_inert() -> None:
                      f"&amp;commat;y &amp;num;1 &amp; # heading @ alone")
 
 
-def test_code_and_tags_stay_exact_where_github_links_nothing() -> None:
+def test_code_is_made_inert_too_and_only_tags_stay_exact() -> None:
     j = WORD_JOINER
     text = ('`@a #12` and ``x `@b` y`` <span style="color:#1460aa">#34</span> #0x40 `unclosed @c\n'
             '\n```diff\n-  movz x1, #12 ; @d\n```\n@e\n~~~\n#5\n~~~')
-    assert inert_for_github(text) == (f'`@a #12` and ``x `@b` y`` <span style="color:#1460aa">#{j}34</span> #0x40 '
-                                      f'`unclosed @{j}c\n\n```diff\n-  movz x1, #12 ; @d\n```\n@{j}e\n~~~\n#{j}5\n~~~')
+    assert inert_for_github(text) == (f'`@{j}a #{j}12` and ``x `@{j}b` y`` <span style="color:#1460aa">#{j}34</span> '
+                                      f'#0x40 `unclosed @{j}c\n\n```diff\n-  movz x1, #{j}12 ; @{j}d\n```\n@{j}e\n'
+                                      f'~~~\n#{j}5\n~~~')
+
+
+def test_code_github_would_end_elsewhere_leaves_nothing_live() -> None:
+    j = WORD_JOINER
+    # a span across lines, a fence right after a paragraph, a fence in a list item: none is code to this helper
+    for text in ("`open\n@a` #12", "para\n```\n@b\n```", "- item\n\n  ```\n  @c #3\n  ```"):
+        inert = inert_for_github(text)
+        assert re.search(r"[@#](?!\u2060)[A-Za-z0-9]", inert) is None, inert
+        assert inert.replace(j, "") == text
 
 
 def test_a_summary_keeps_only_its_details_and_formatting_tags() -> None:
@@ -164,3 +175,4 @@ def test_the_api_url_is_checked_and_the_token_is_required() -> None:
     with pytest.raises(SuiteError, match="no GitHub token"):
         rest.GitHubClient("", "")
     assert rest.GitHubClient("", "token1234").api_url == rest.DEFAULT_API_URL
+

@@ -311,9 +311,8 @@ _MENTION_RE = re.compile(r"@(?=[A-Za-z0-9_])")
 _REFERENCE_RE = re.compile(r"#(?=[0-9]+\b)")
 _GH_REFERENCE_RE = re.compile(r"\b(GH)-(?=[0-9]+\b)", re.IGNORECASE)
 _ENTITY_RE = re.compile(r"&(?=#|commat;|num;)", re.IGNORECASE)
-# a code span closed on its line (its opening run not escaped, not part of a longer run), or a tag
-_CODE_SPAN_OR_TAG_RE = re.compile(r"(?<![\\`])(?:\\\\)*(?P<code>(?P<run>`+)(?!`).*?(?<!`)(?P=run)(?!`))"
-                                  r"|<[A-Za-z/][^<>]*>")
+# a tag (kept as it is: after `sanitize_markdown` a kept tag is one of the summary's own exact shapes)
+_TAG_RE = re.compile(r"<[A-Za-z/][^<>]*>")
 WORD_JOINER = "\u2060"
 
 
@@ -324,26 +323,20 @@ def _inert_text(text: str) -> str:
     return _GH_REFERENCE_RE.sub(lambda m: m.group(1) + WORD_JOINER + "-", text)
 
 
-def _inert_line(line: str) -> str:
-    """One line outside a fence: its text made inert, its code spans and tags left as they are."""
-    pieces: List[str] = []
-    position = 0
-    for match in _CODE_SPAN_OR_TAG_RE.finditer(line):
-        start = match.start("code") if match.group("code") else match.start()
-        pieces += [_inert_text(line[position:start]), line[start:match.end()]]
-        position = match.end()
-    pieces.append(_inert_text(line[position:]))
-    return "".join(pieces)
-
-
 def inert_for_github(text: str) -> str:
     """Text a bot did not write, made inert for GitHub (docs/contracts.md §15): no `@user` or
     `@org/team` mention, no `#123`, `owner/repo#123` or `GH-123` reference (a word joiner after
     `@`/`#`/`GH`), no character reference that could spell one (`&#64;`, `&commat;` lose their `&`).
-    The text reads the same. Code (fences after a blank line, code spans) and tags are left as they
-    are: GitHub links and notifies nothing inside code, and a copied listing stays exact."""
-    walk = FenceWalk()
-    return "\n".join(line if walk.step(line) else _inert_line(line) for line in text.split("\n"))
+    The text reads the same. Code spans and fences get the same treatment: where GitHub's markdown
+    starts and ends code (spans across lines, fences after a paragraph or inside a list item) is not
+    decided here, so nothing is left live on the guess that it is code. Only tags are left as they are."""
+    pieces: List[str] = []
+    position = 0
+    for match in _TAG_RE.finditer(text):
+        pieces += [_inert_text(text[position:match.start()]), match.group()]
+        position = match.end()
+    pieces.append(_inert_text(text[position:]))
+    return "".join(pieces)
 
 
 def sanitize_for_github(text: str) -> str:
