@@ -161,7 +161,8 @@ def test_every_type_runs_and_is_summarized() -> None:
     assert choice["default"] == "all" and sorted(choice["options"]) == sorted(pipeline.TYPE_CHOICES)
     assert github["env"]["DIFF_TYPE"] == "${{ inputs.type || 'all' }}"
     # the PR-comment summaries run once per type of $DIFF_TYPE (`all`: asmdiffs tpdiff memdiff)
-    assert {value for _, value in type_arguments(GITHUB)} == {"${{ env.DIFF_TYPE }}", "$type"}
+    # (from the environment, never pasted into the script: a dispatch input is text anybody typed)
+    assert {value for _, value in type_arguments(GITHUB)} == {"$env:DIFF_TYPE", "$DIFF_TYPE", "$type"}
     pr_step = next(t for t in script_texts(github) if "pr-summaries" in t)
     assert 'types="$DIFF_TYPE"' in pr_step and f'types="{" ".join(pipeline.ALL_TYPES)}"' in pr_step
     assert {name for name, _ in type_arguments(GITHUB)} == set(PARSERS)
@@ -193,4 +194,10 @@ def test_scheduled_main_runs_record_history_and_pr_runs_are_judged() -> None:
     assert setup_calls and all("-baseline_of" in args and "HEAD~1" in args for args in setup_calls)
     long_summary = [args for name, args in all_invocations(GITHUB)
                     if name == pipeline.SUMMARIZE_SCRIPT and "--short" not in args and "${flag[@]}" not in args]
-    assert long_summary and all("--history_upload" in args and "--history" in args for args in long_summary)
+    # the schedule's job records (the only one with the secret); every other run's job judges
+    assert sorted(next(a for a in args if a.startswith("--history")) for args in long_summary) == [
+        "--history", "--history_upload"]
+    jobs = github["jobs"]
+    assert "github.event_name == 'schedule'" in jobs["record"]["if"]
+    assert "--history_upload" in "\n".join(step.get("run", "") for step in jobs["record"]["steps"])
+    assert "github.event_name != 'schedule'" in jobs["summarize"]["if"]

@@ -101,5 +101,32 @@ def test_a_fork_does_not_run_the_scheduled_diffs_and_only_the_schedule_gets_the_
     assert doc["jobs"]["check"]["if"] == "github.event_name != 'schedule' || github.repository == 'dotnet/runtime'"
     assert "needs.check.result == 'success'" in doc["jobs"]["summarize"]["if"]
     text = (WORKFLOWS / "superpmi-asmdiffs.yml").read_text(encoding="utf-8")
-    uses = re.findall(r"\$\{\{[^}]*secrets\.[A-Za-z_]+[^}]*\}\}", text)
-    assert uses == ["${{ github.event_name == 'schedule' && secrets.SUPERPMI_HISTORY_CONNECTION_STRING || '' }}"]
+    assert re.findall(r"\$\{\{[^}]*secrets\.[A-Za-z_]+[^}]*\}\}", text) == [
+        "${{ secrets.SUPERPMI_HISTORY_CONNECTION_STRING }}"]
+    holders = [name for name, job in doc["jobs"].items() if "secrets." in json.dumps(job)]
+    assert holders == ["record"]
+    record = doc["jobs"]["record"]
+    assert "github.event_name == 'schedule'" in record["if"]  # decided before the job exists
+    assert "github.event_name != 'schedule'" in doc["jobs"]["summarize"]["if"]
+    assert [step["with"]["ref"] for step in checkouts(record)] == ["${{ github.sha }}"]
+
+
+def test_no_input_or_ref_is_pasted_into_a_script() -> None:
+    doc = load("superpmi-asmdiffs.yml")
+    scripts = [step["run"] for job in doc["jobs"].values() for step in job["steps"] if "run" in step]
+    assert scripts
+    for script in scripts:
+        for expression in re.findall(r"\$\{\{(.*?)\}\}", script):
+            assert not re.search(r"\b(inputs|github\.event|env\.DIFF_REF|env\.DIFF_TYPE)\b", expression), expression
+
+
+def test_a_manual_run_without_a_pr_never_shares_the_schedules_group() -> None:
+    group = load("superpmi-asmdiffs.yml")["concurrency"]["group"]
+    assert group.endswith("|| format('{0}-{1}', github.event_name, github.ref) }}")
+
+
+def test_a_dispatched_commit_is_checked_before_it_is_checked_out() -> None:
+    steps = load("superpmi-asmdiffs.yml")["jobs"]["check"]["steps"]
+    first = steps[0]
+    assert first["env"] == {"HEAD_SHA": "${{ inputs.head_sha }}"} and "^[0-9a-f]{40}$" in first["run"]
+    assert str(steps[1].get("uses", "")).startswith("actions/checkout@")
