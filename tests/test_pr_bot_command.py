@@ -201,7 +201,7 @@ def test_errors_are_one_line_without_the_token(github, tmp_path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     proc = run_bot(github, "command", "-event", str(bad))
-    assert proc.returncode == 1 and "is not JSON" in proc.stdout and "Traceback" not in proc.stderr
+    assert proc.returncode == 1 and "is not a GitHub event: not valid JSON" in proc.stdout and "Traceback" not in proc.stderr
     env = dict(os.environ, GITHUB_API_URL="http://127.0.0.1:9", GITHUB_TOKEN=TOKEN, PYTHONPATH=str(REPO))
     event = comment_event(tmp_path, "/spmi help")
     proc = subprocess.run([sys.executable, str(REPO / "superpmi_pr_bot.py"), "command", "-event", str(event)],

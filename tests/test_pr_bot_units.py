@@ -2,14 +2,16 @@
 mentions made inert, rate-limit waits and page links."""
 from __future__ import annotations
 
+import os
 import re
+import time
 from pathlib import Path
 
 import pytest
 
 from spmi.base.errors import SuiteError
 from spmi.base.untrusted import WORD_JOINER, inert_for_github, sanitize_for_github
-from spmi.github import comment, grammar, rest
+from spmi.github import bot, comment, grammar, rest
 
 SHA = "ab" * 20
 
@@ -176,3 +178,53 @@ def test_the_api_url_is_checked_and_the_token_is_required() -> None:
         rest.GitHubClient("", "")
     assert rest.GitHubClient("", "token1234").api_url == rest.DEFAULT_API_URL
 
+
+@pytest.mark.parametrize("content, said", [
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (b'{"a": NaN}', "not valid JSON"),
+    (b'{"n": ' + b"9" * 2000 + b"}", "digits"),
+    (b"\xff\xfe", "not UTF-8"),
+])
+def test_an_event_file_that_is_not_plain_json_is_one_line(tmp_path: Path, content: bytes, said: str) -> None:
+    path = tmp_path / "event.json"
+    path.write_bytes(content)
+    with pytest.raises(SuiteError) as caught:
+        bot.read_event(path)
+    message = str(caught.value)
+    assert said in message and "\n" not in message and "event.json" in message
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_an_event_path_that_is_no_regular_file_is_refused_unread(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(SuiteError, match="FIFO"):
+        bot.read_event(fifo)  # does not wait for a writer
+    with pytest.raises(SuiteError, match="a folder, not a regular file"):
+        bot.read_event(tmp_path)
+
+
+class Trickle:
+    """A body that arrives one small piece at a time, each piece quickly."""
+
+    def __init__(self, pieces: int) -> None:
+        self.pieces = pieces
+
+    def iter_content(self, size: int):
+        for _ in range(self.pieces):
+            time.sleep(0.01)
+            yield b" "
+
+
+def test_an_answer_that_trickles_in_is_refused_at_its_deadline() -> None:
+    started = time.monotonic()
+    with pytest.raises(SuiteError, match="took more than 0.1 s"):
+        rest._read_capped(Trickle(10_000), deadline_seconds=0.1)
+    assert time.monotonic() - started < 5
+    assert rest._read_capped(Trickle(3), deadline_seconds=10) == b"   "
+
+
+def test_an_answer_that_is_not_plain_json_reads_as_no_data() -> None:
+    assert rest._decoded(b'{"a": NaN}') is None
+    assert rest._decoded(b"[" * 100_000) is None
+    assert rest._decoded(b'{"a": 1}') == {"a": 1}

@@ -6,7 +6,6 @@ Everything in an event payload is untrusted; only values checked here reach a re
 """
 from __future__ import annotations
 
-import json
 import logging
 import re
 import urllib.parse
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from spmi.base import fsutil, schema
 from spmi.base.errors import SuiteError
 from spmi.base.untrusted import console_line
 from spmi.github import comment, grammar
@@ -39,19 +39,19 @@ NOT_ALLOWED_REPLY = ("Only a collaborator with write access to this repository c
 
 
 def read_event(path: Path) -> Dict[str, Any]:
-    """An event payload (`$GITHUB_EVENT_PATH`), read with a size cap."""
+    """An event payload (`$GITHUB_EVENT_PATH`): a regular file of at most 25 MB, read as bounded JSON."""
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_EVENT_BYTES + 1)
+        data = fsutil.read_small_regular_file(path, MAX_EVENT_BYTES)
+    except fsutil.UnsuitableFile as exc:
+        raise SuiteError(f"the event file {console_line(path)} is {exc}; not a GitHub event") from None
     except OSError as exc:
         raise SuiteError(f"cannot read the event file {console_line(path)} ({exc.strerror or exc}); "
                          "pass -event FILE or set GITHUB_EVENT_PATH") from None
-    if len(data) > MAX_EVENT_BYTES:
-        raise SuiteError(f"the event file {console_line(path)} is larger than 25 MB; not a GitHub event")
     try:
-        event = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise SuiteError(f"the event file {console_line(path)} is not JSON; pass the event payload") from None
+        event = schema.parse_json(data, MAX_EVENT_BYTES)
+    except schema.SchemaError as exc:
+        raise SuiteError(f"the event file {console_line(path)} is not a GitHub event: {exc}; "
+                         "pass the event payload") from None
     if not isinstance(event, dict):
         raise SuiteError(f"the event file {console_line(path)} is not a JSON object")
     return event

@@ -6,7 +6,6 @@ carry it; answers are untrusted text (an error message is put on one line and cu
 """
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -14,7 +13,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
-from spmi.base import redaction, untrusted
+from spmi.base import redaction, schema, untrusted
 from spmi.base.errors import SuiteError
 
 log = logging.getLogger("superpmi")
@@ -30,6 +29,8 @@ MAX_RATE_LIMIT_WAITS = 3
 MAX_RATE_LIMIT_WAIT_SECONDS = 60.0
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 60.0
+#: a whole answer's body arrives within this
+ANSWER_DEADLINE_SECONDS = 120.0
 _NEXT_LINK_RE = re.compile(r"<([^<>\s]+)>\s*;\s*rel=\"?next\"?")
 
 
@@ -165,23 +166,29 @@ def error_message(data: Any) -> str:
     return text[:200]
 
 
-def _read_capped(response: Any) -> bytes:
+def _read_capped(response: Any, deadline_seconds: float = ANSWER_DEADLINE_SECONDS) -> bytes:
+    """The answer's body: at most MAX_ANSWER_BYTES, read within one deadline (a body that trickles
+    in is refused, however short each wait between its pieces)."""
     chunks: List[bytes] = []
     size = 0
+    deadline = time.monotonic() + deadline_seconds
     for chunk in response.iter_content(64 * 1024):
         size += len(chunk)
         if size > MAX_ANSWER_BYTES:
             raise SuiteError(f"GitHub's answer is larger than {MAX_ANSWER_BYTES // (1024 * 1024)} MiB; refused")
+        if time.monotonic() > deadline:
+            raise SuiteError(f"GitHub's answer took more than {deadline_seconds:g} s to arrive; refused")
         chunks.append(chunk)
     return b"".join(chunks)
 
 
 def _decoded(raw: bytes) -> Any:
+    """The answer's JSON value (bounded: no NaN, no huge number, no deep nesting), or None."""
     if not raw:
         return None
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        return schema.parse_json(raw, MAX_ANSWER_BYTES)
+    except schema.SchemaError:
         return None
 
 
