@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import io
 import math
+import os
 import re
+import sys
 import tarfile
+import time
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
@@ -573,6 +576,26 @@ def test_a_context_map_that_fails_leaves_the_contexts_unnamed(sample_toolchain, 
     manifest = json.loads((sample_toolchain / "toolchain.json").read_text(encoding="utf-8"))
     assert mcs.ContextMapJob(manifest["mcs"], tmp_path / "missing.mch").rows() == {}
     assert mcs.ContextMapJob(tmp_path / "no-such-mcs", tmp_path / "missing.mch").rows() == {}
+
+
+@pytest.mark.skipif(sys.platform.startswith("win"), reason="a shell script stands in for a hanging mcs")
+def test_a_context_map_no_collection_uses_is_stopped_with_its_mcs(tmp_path):
+    hanging = tmp_path / "mcs"
+    started = tmp_path / "started"
+    hanging.write_text(f"#!/bin/sh\necho $$ > {started}\nexec sleep 60\n")
+    hanging.chmod(0o755)
+    job = mcs.ContextMapJob(hanging, tmp_path / "a.mch")
+    deadline = time.monotonic() + 10
+    while not (started.exists() and started.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pid = int(started.read_text())
+    begun = time.monotonic()
+    job.stop()
+    assert time.monotonic() - begun < 5
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert job.rows() == {}
+    mcs.ContextMapJob(hanging, tmp_path / "a.mch").stop()  # stopped at once: mcs killed as it starts
 
 
 def test_examples_are_named_from_the_map_only_where_unnamed():

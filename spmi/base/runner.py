@@ -16,7 +16,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from spmi.base import platforms
 from spmi.base.errors import SuiteError, Terminated, ToolTimeout
@@ -131,13 +131,15 @@ def run(argv: Sequence[PathLike], *, cwd: Optional[PathLike] = None,
         env: Optional[Mapping[str, str]] = None, extra_env: Optional[Mapping[str, str]] = None,
         timeout: Optional[float] = None, log_level: int = logging.DEBUG,
         log_output: bool = True, output_file: Optional[IO[bytes]] = None,
-        inherit_output: bool = False) -> RunResult:
+        inherit_output: bool = False,
+        started_hook: Optional[Callable[["subprocess.Popen[bytes]"], None]] = None) -> RunResult:
     """Run a tool with an argument vector (never a shell) and capture its output.
 
     stdout and stderr are captured separately and logged line by line after the
     process ends; with `output_file` both go, interleaved, into that open file
     instead, and with `inherit_output` to this process's own stdout and stderr
-    (the result's texts are then empty). On timeout the whole process tree is killed and `ToolTimeout`
+    (the result's texts are then empty); `started_hook` gets the process once it runs (so another
+    thread can stop it). On timeout the whole process tree is killed and `ToolTimeout`
     raised; on Ctrl-C the tree is killed and KeyboardInterrupt re-raised.
     A missing executable raises `SuiteError`.
     """
@@ -160,6 +162,8 @@ def run(argv: Sequence[PathLike], *, cwd: Optional[PathLike] = None,
     with _children_lock:
         _children[proc.pid] = proc
     try:
+        if started_hook is not None:
+            started_hook(proc)
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_process_tree(proc)

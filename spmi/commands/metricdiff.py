@@ -294,18 +294,22 @@ def diff_collection(job: MetricJob, mch: Path, work_dir: Path, run: MetricDiffRu
     log.info("")
     log.info("%s %s", "Measuring throughput of" if job.kind == TPDIFF else "Measuring JIT metrics of", mch)
     context_map = start_context_map(job.settings, mch) if job.kind == TPDIFF else None
-    spmi_run = run_measurement(argv, job.core_root, job.options.timeout)
-    replay_steps.stop_if_jit_unloadable(spmi_run, [("base JIT", job.base_jit), ("diff JIT", job.diff_jit)],
-                                        job.superpmi, mch, job.core_root, job.settings)
-    digest = interpret_run(spmi_run, mch, files, job, run)
-    if digest is None:
-        return
-    if job.kind == TPDIFF:
-        diff_throughput(digest, run, context_map)
-    elif job.kind == METRICDIFF:
-        diff_all_metrics(job.focus, mch, digest, run)
-    else:
-        diff_memory(job.focus, mch, digest, run)
+    try:
+        spmi_run = run_measurement(argv, job.core_root, job.options.timeout)
+        replay_steps.stop_if_jit_unloadable(spmi_run, [("base JIT", job.base_jit), ("diff JIT", job.diff_jit)],
+                                            job.superpmi, mch, job.core_root, job.settings)
+        digest = interpret_run(spmi_run, mch, files, job, run)
+        if digest is None:
+            return
+        if job.kind == TPDIFF:
+            diff_throughput(digest, run, context_map)
+        elif job.kind == METRICDIFF:
+            diff_all_metrics(job.focus, mch, digest, run)
+        else:
+            diff_memory(job.focus, mch, digest, run)
+    finally:
+        if context_map is not None:
+            context_map.stop()  # a no-op once its rows were taken
 
 
 def calibrate_collection(job: MetricJob, mch: Path, work_dir: Path, result: model.CollectionResult) -> None:

@@ -6,6 +6,7 @@ treats any non-zero exit as failure and checks that the expected output exists.
 from __future__ import annotations
 
 import logging
+import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -258,26 +259,49 @@ class ContextMapJob:
 
     tpdiff starts it beside the measured replay, which needs the same collection but not the map:
     the map then costs no wall time of its own (docs/contracts.md §12.11). A failure leaves the
-    contexts unnamed (logged at debug), never the run. On Ctrl-C or SIGTERM the guarded entry stops
-    every child, this one included; the thread is a daemon and holds nothing else."""
+    contexts unnamed (logged at debug), never the run. A collection that ends without using the map
+    calls `stop` (mcs killed if it still runs); on Ctrl-C or SIGTERM the guarded entry stops every
+    child, this one included; the thread is a daemon and holds nothing else."""
 
     def __init__(self, mcs: PathLike, mch: PathLike) -> None:
         self.argv = dump_map_argv(mcs, mch)
         self._rows: Optional[Dict[int, DumpMapRow]] = None
+        self._lock = threading.Lock()
+        self._proc: Optional["subprocess.Popen[bytes]"] = None
+        self._stopped = False
         self._thread = threading.Thread(target=self._run, name="mcs-dumpMap", daemon=True)
         self._thread.start()
 
+    def _started(self, proc: "subprocess.Popen[bytes]") -> None:
+        with self._lock:
+            self._proc = proc
+            stopped = self._stopped
+        if stopped:
+            runner.kill_process_tree(proc)
+
     def _run(self) -> None:
         try:
-            result = runner.run(self.argv, log_output=False)
+            result = runner.run(self.argv, log_output=False, started_hook=self._started)
         except SuiteError as exc:
             log.debug("mcs -dumpMap %s could not run (%s); contexts stay without method names", self.argv[-1], exc)
+            return
+        if self._stopped:
             return
         if result.code != 0:
             log.debug("mcs -dumpMap %s failed (%s); contexts stay without method names", self.argv[-1],
                       result.outcome.describe())
             return
         self._rows = parse_dump_map(result.stdout)
+
+    def stop(self) -> None:
+        """The job ended without its rows (the collection failed, or the run stops): mcs is killed if
+        it still runs, so no collection's map outlives it."""
+        with self._lock:
+            self._stopped = True
+            proc = self._proc
+        if proc is not None and proc.poll() is None:
+            runner.kill_process_tree(proc)
+        self._thread.join()
 
     def rows(self) -> Dict[int, DumpMapRow]:
         """The map's rows by context number once mcs has finished (empty when it failed)."""
