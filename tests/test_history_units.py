@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
@@ -236,3 +237,16 @@ def test_a_short_history_widens_the_fence():
     # the same spread over twenty runs judges the same change as outside
     long_history = [record(stamp(d), 0.02 + 0.01 * (d % 4)) for d in range(1, 21)]
     assert judge.judge(record(stamp(25), -0.3), long_history).judgements[0].verdict is judge.Verdict.FLAGGED
+
+
+@pytest.mark.parametrize("totals", [[1.0, 1e306], [-1.0, -1e306], [1e300, 1e300 * (1 + 1e-15)], [1e-300, 1e306]])
+def test_a_trend_page_of_extreme_but_finite_changes_has_finite_ticks(totals):
+    history = [HistoryRecord("tpdiff", "linux", "x64", stamp(d), "abcdef1", collections=[
+        CollectionTotals("a.mch", 10, {"instructions": [100.0, 100.0 + d]})]) for d in (1, 2)]
+    history.append(HistoryRecord("tpdiff", "linux", "x64", stamp(3), "abcdef1", collections=[
+        CollectionTotals("a.mch", 10, {"instructions": totals})]))
+    page = trend_page.render_trend_page(history, "t", None)
+    assert "nan" not in page.lower() and "inf" not in page.lower().replace("info", "")
+    for low, high in ((1.0, 1e308), (-1e308, -1.0), (0.0, 1e-300), (5.0, 5.0)):
+        ticks = trend_page.nice_ticks(low, high)
+        assert 2 <= len(ticks) <= 12 and all(math.isfinite(t) for t in ticks), (low, high, ticks)

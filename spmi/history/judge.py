@@ -219,4 +219,6 @@ def judge_change(metric: str, base: float, diff: float, history: Sequence[float]
     if fence.zero_width or base == 0:
         return Verdict.FIXED_SIGNIFICANT, fence
     change = (diff - base) / abs(base) * 100.0
+    if not math.isfinite(change):  # a tiny base: the rule's verdict stands
+        return Verdict.FIXED_SIGNIFICANT, fence
     return (Verdict.FLAGGED if fence.outside(change) else Verdict.WITHIN), fence

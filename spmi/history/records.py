@@ -42,6 +42,10 @@ class RecordError(SuiteError):
     """A record (or a name for one) is not what history accepts; one line."""
 
 
+#: a recorded change beyond this many percent either way is no data (see CollectionTotals.change)
+CHANGE_LIMIT = 1e6
+
+
 @dataclass
 class CollectionTotals:
     """One collection in one run: its size (contexts replayed) and metric -> [Σ base, Σ diff]."""
@@ -61,12 +65,14 @@ class CollectionTotals:
 
     def change(self, metric: str) -> Optional[float]:
         """The metric's relative change in percent; None (no data) when absent, its base is 0, or the
-        change is not a finite number (a tiny base: `[5e-324, 1.0]`)."""
+        change is not a finite number (a tiny base: `[5e-324, 1.0]`) or beyond ±CHANGE_LIMIT % (no JIT
+        change multiplies a total by ten thousand: such a pair is broken, and fences and charts built
+        on it would overflow)."""
         pair = self.totals.get(metric)
         if pair is None or pair[0] == 0:
             return None
         change = (pair[1] - pair[0]) / abs(pair[0]) * 100.0
-        return change if math.isfinite(change) else None
+        return change if math.isfinite(change) and abs(change) <= CHANGE_LIMIT else None
 
 
 @dataclass

@@ -130,9 +130,17 @@ def _seconds(stamp: str) -> float:
 
 # ---------------------------------------------------------------- axes
 
+#: the value axis covers at most this many percent either way, and at least this span
+TICK_LIMIT = 1e12
+MIN_TICK_SPAN = 1e-9
+
+
 def nice_ticks(low: float, high: float, count: int = 5) -> List[float]:
-    """Round values (1, 2 or 5 × 10^n apart) covering `low`..`high`, about `count` of them."""
-    if not high > low:
+    """Round values (1, 2 or 5 × 10^n apart) covering `low`..`high`, about `count` of them. A range
+    beyond ±TICK_LIMIT % is cut there and one narrower than MIN_TICK_SPAN widened (a record's change
+    may be any finite number: 10^306 % must not overflow, 10^-300 % must not underflow)."""
+    low, high = (max(-TICK_LIMIT, min(TICK_LIMIT, value)) for value in (low, high))
+    if not high - low >= MIN_TICK_SPAN:
         high, low = low + 1.0, low - 1.0
     raw = (high - low) / max(count - 1, 1)
     magnitude = 10 ** math.floor(math.log10(raw))
