@@ -120,3 +120,10 @@ def test_run_can_pass_output_through(capfd):
     result = runner.run([sys.executable, "-c", "print('shown')"], inherit_output=True)
     assert result.returncode == 0 and result.stdout == ""
     assert capfd.readouterr().out == "shown\n"
+
+
+@pytest.mark.pure
+def test_the_ci_service_is_told_by_its_own_variables() -> None:
+    assert cioutput.running_under_github({"GITHUB_ACTIONS": "true"})
+    assert not cioutput.running_under_github({"GITHUB_ACTIONS": "false"}) and not cioutput.running_under_github({})
+    assert cioutput.running_under_azdo({"TF_BUILD": "True"}) and not cioutput.running_under_azdo({})

@@ -64,6 +64,12 @@ def running_under_azdo(environ: Optional[Mapping[str, str]] = None) -> bool:
     return bool(environ.get("TF_BUILD"))
 
 
+def running_under_github(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """Inside a GitHub Actions step (GitHub sets `GITHUB_ACTIONS=true` in every one)."""
+    environ = os.environ if environ is None else environ
+    return environ.get("GITHUB_ACTIONS") == "true"
+
+
 GITHUB_STEP_SUMMARY_LIMIT = 1024 * 1024
 GITHUB_COMMENT_LIMIT = 65536
 

@@ -1,5 +1,5 @@
 """The settings the shared options of the SuperPMI commands resolve to, tool discovery and the
-JIT-EE version (the options themselves are defined and parsed in `spmi/commands/options.py`).
+JIT-EE version (the options themselves are defined and parsed in `spmi/commands/shared.py`).
 
 Defaults follow the dotnet/runtime enlistment layout (docs/contracts.md §12.1–§12.4):
 host OS/arch detected, target defaulting to the host, Core_Root and the

@@ -83,7 +83,7 @@ def quiet_local_run(args: argparse.Namespace, environ: Optional[Mapping[str, str
     """`--run_locally` on a developer's machine shows only one line per work item and the overall
     pages; `-v`, a debug `-log_level`, or a CI run (whose logs want the pipeline commands) show everything."""
     environ = os.environ if environ is None else environ
-    under_ci = cioutput.running_under_azdo(environ) or bool(environ.get("GITHUB_ACTIONS"))
+    under_ci = cioutput.running_under_azdo(environ) or cioutput.running_under_github(environ)
     return bool(args.run_locally) and not args.verbose and not under_ci \
         and logs.parse_log_level(args.log_level) > logging.DEBUG
 

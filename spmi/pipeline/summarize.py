@@ -748,7 +748,7 @@ def summarize_type(directory: Path, diff_type: DiffType, platform: str, arch: st
     states = build_states(gather_files(directory, diff_type.name), expected_platforms(arch), load_summary,
                           diff_type.name)
     artifact = args.artifact_name or DEFAULT_ARTIFACT
-    on_github = environ.get("GITHUB_ACTIONS") == "true" and not cioutput.running_under_azdo(environ)
+    on_github = cioutput.running_under_github(environ) and not cioutput.running_under_azdo(environ)
 
     def reports(github: bool) -> str:
         return md.html_reports_section(report_links(states, arch, github), artifacts_url(environ, github))

@@ -1,7 +1,7 @@
 """Getting collections (docs/contracts.md §12.5): which `.mch`/`.mc` files a command replays.
 
 `resolve_collections(query, settings)` turns a `CollectionQuery` (the collection options,
-defined in `spmi/commands/options.py`) into a list of local files:
+defined in `spmi/commands/shared.py`) into a list of local files:
 
 1. `-mch_files` given: exactly those. Local files as is, directories searched
    recursively, URLs downloaded into the cache (the `.mch.mct` companion tried).

@@ -3,7 +3,7 @@
 Pure parts (tested without processes):
 
 * the run options every replaying command shares (`RunOptions`, made from the command line
-  in `spmi/commands/options.py`) and how they map to superpmi switches (docs/contracts.md §12.6);
+  in `spmi/commands/shared.py`) and how they map to superpmi switches (docs/contracts.md §12.6);
 * argument vectors for replay, asmdiffs and listing runs (§12.6);
 * what an exit code means for a command (§2.9, §12.7);
 * JIT assert lines (§2.8.3), their grouping and report (§12.7);
