@@ -20,17 +20,14 @@ from typing import Mapping, Optional, Sequence
 
 from spmi.base import logs
 from spmi.base.errors import SuiteError
-from spmi.commands import usage
+from spmi.commands import parsing
 from spmi.commands.parsing import ArgumentParser, positive_int
 
 PROG = "superpmi_pr_bot.py"
 
 
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog=PROG, description="SuperPMI results on a pull request.")
-    usage.add_version(parser)
-    commands = parser.add_subparsers(dest="command", metavar="command", parser_class=ArgumentParser)
-    commands.required = True
+    parser, commands = parsing.program_parser(PROG, "SuperPMI results on a pull request.")
     command = commands.add_parser("command", help="answer an issue_comment event's /spmi command")
     command.add_argument("-event", help="the event payload (default: $GITHUB_EVENT_PATH)")
     command.add_argument("-workflow", default="superpmi-asmdiffs.yml",

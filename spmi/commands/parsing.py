@@ -69,6 +69,16 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 
+def program_parser(prog: str, description: str) -> Tuple[ArgumentParser, "argparse._SubParsersAction[ArgumentParser]"]:
+    """A script's parser and its commands: `--version`, and a command that must be given (every
+    command's parser is an `ArgumentParser` too, so its usage errors read the same)."""
+    parser = ArgumentParser(prog=prog, description=description)
+    usage.add_version(parser)
+    commands = parser.add_subparsers(dest="command", metavar="command", parser_class=ArgumentParser)
+    commands.required = True
+    return parser, commands
+
+
 def _number(text: str, convert: Callable[[str], Number], kind: str, most: str = f"{MAX_NUMBER:,}") -> Number:
     """`text` as a number; Python's digit separators are refused (`1_0` is not 10 on a command line)."""
     try:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from spmi.base import logs
-from spmi.commands import shared, usage
+from spmi.commands import parsing, shared
 from spmi.commands.parsing import ArgumentParser
 from spmi.commands.rollingbuild import PROG, check_list_flags, download_command, list_command, run, upload_command
 
@@ -25,10 +25,7 @@ from spmi.commands.rollingbuild import PROG, check_list_flags, download_command,
 def build_parser() -> ArgumentParser:
     common = shared.common_options()
     shared.add_storage_url_option(common)
-    parser = ArgumentParser(prog=PROG, description="List, download and upload rolling builds of the JIT.")
-    usage.add_version(parser)
-    subparsers = parser.add_subparsers(dest="command", metavar="command", parser_class=ArgumentParser)
-    subparsers.required = True
+    parser, subparsers = parsing.program_parser(PROG, "List, download and upload rolling builds of the JIT.")
 
     listing = subparsers.add_parser("list", parents=[common], help="list the JIT files of a build")
     listing.add_argument("-git_hash", metavar="HASH",

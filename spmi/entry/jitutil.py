@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 from spmi.base import invocation, logs
 from spmi.base.errors import SuiteError
 from spmi.base.facts import jit_ee_version_text, platform_report
-from spmi.commands import usage
+from spmi.commands import parsing
 from spmi.commands.parsing import ArgumentParser
 from spmi.storage import archives
 
@@ -26,10 +26,7 @@ PROG = invocation.program_name("jitutil.py")
 
 
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog=PROG, description="Small JIT utilities from the SuperPMI suite.")
-    usage.add_version(parser)
-    commands = parser.add_subparsers(dest="command", metavar="command", parser_class=ArgumentParser)
-    commands.required = True
+    parser, commands = parsing.program_parser(PROG, "Small JIT utilities from the SuperPMI suite.")
     platform = commands.add_parser("platform", help="host facts and JIT/tool file names for a target")
     platform.add_argument("-target_os", help="target OS (windows, linux, osx); default: the host's")
     platform.add_argument("-target_arch", help="target architecture (x64, x86, arm, arm64, ...); default: the host's")

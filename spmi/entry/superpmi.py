@@ -13,7 +13,7 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from spmi.base import invocation, logs
-from spmi.commands import usage
+from spmi.commands import parsing
 from spmi.commands.parsing import ArgumentParser
 
 SCRIPT = "superpmi.py"
@@ -45,11 +45,8 @@ def modules_for(argv: Optional[Sequence[str]]) -> List[str]:
 
 
 def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> ArgumentParser:
-    parser = ArgumentParser(prog=PROG,
-                            description="Replay SuperPMI collections and diff JIT code, throughput and memory.")
-    usage.add_version(parser)
-    subparsers = parser.add_subparsers(dest="command", metavar="command", parser_class=ArgumentParser)
-    subparsers.required = True
+    parser, subparsers = parsing.program_parser(
+        PROG, "Replay SuperPMI collections and diff JIT code, throughput and memory.")
     for name in modules:
         importlib.import_module(name).register(subparsers)
     return parser
