@@ -63,12 +63,6 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(usage.USAGE_EXIT, f"{self.prog}: error: {console_line(message)}\n")
 
 
-# ---------------------------------------------------------------- numeric option types
-# One argparse `type=` per kind of number, so a bad value is refused while parsing,
-# before anything starts, with one line naming the flag (argparse adds it).
-
-
-
 def program_parser(prog: str, description: str) -> Tuple[ArgumentParser, "argparse._SubParsersAction[ArgumentParser]"]:
     """A script's parser and its commands: `--version`, and a command that must be given (every
     command's parser is an `ArgumentParser` too, so its usage errors read the same)."""
@@ -77,6 +71,11 @@ def program_parser(prog: str, description: str) -> Tuple[ArgumentParser, "argpar
     commands = parser.add_subparsers(dest="command", metavar="command", parser_class=ArgumentParser)
     commands.required = True
     return parser, commands
+
+
+# ---------------------------------------------------------------- numeric option types
+# One argparse `type=` per kind of number, so a bad value is refused while parsing,
+# before anything starts, with one line naming the flag (argparse adds it).
 
 
 def _number(text: str, convert: Callable[[str], Number], kind: str, most: str = f"{MAX_NUMBER:,}") -> Number:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from spmi.history.records import HistoryRecord
+from spmi.history.records import HistoryRecord, relative_change
 from spmi.reports.significance import Significance, fmt_rule_pct
 
 DEFAULT_LAST = 30
@@ -216,9 +216,7 @@ def judge_change(metric: str, base: float, diff: float, history: Sequence[float]
     if len(history) < min_records:
         return Verdict.FIXED_SIGNIFICANT, None
     fence = magnitude_fence(history, history_k(k, len(history)))
-    if fence.zero_width or base == 0:
-        return Verdict.FIXED_SIGNIFICANT, fence
-    change = (diff - base) / abs(base) * 100.0
-    if not math.isfinite(change):  # a tiny base: the rule's verdict stands
+    change = relative_change(base, diff)
+    if fence.zero_width or change is None:
         return Verdict.FIXED_SIGNIFICANT, fence
     return (Verdict.FLAGGED if fence.outside(change) else Verdict.WITHIN), fence

@@ -42,8 +42,18 @@ class RecordError(SuiteError):
     """A record (or a name for one) is not what history accepts; one line."""
 
 
-#: a recorded change beyond this many percent either way is no data (see CollectionTotals.change)
+#: a recorded change beyond this many percent either way is no data (see relative_change)
 CHANGE_LIMIT = 1e6
+
+
+def relative_change(base: float, diff: float) -> Optional[float]:
+    """`base` -> `diff` in percent; None (no data) when the base is 0, or the change is not a finite
+    number (a tiny base: `[5e-324, 1.0]`) or beyond ±CHANGE_LIMIT % (no JIT change multiplies a total
+    by ten thousand: such a pair is broken, and fences and charts built on it would overflow)."""
+    if base == 0:
+        return None
+    change = (diff - base) / abs(base) * 100.0
+    return change if math.isfinite(change) and abs(change) <= CHANGE_LIMIT else None
 
 
 @dataclass
@@ -64,15 +74,9 @@ class CollectionTotals:
                 raise ValueError(f"collection {self.name}: metric {metric} is not [base, diff]")
 
     def change(self, metric: str) -> Optional[float]:
-        """The metric's relative change in percent; None (no data) when absent, its base is 0, or the
-        change is not a finite number (a tiny base: `[5e-324, 1.0]`) or beyond ±CHANGE_LIMIT % (no JIT
-        change multiplies a total by ten thousand: such a pair is broken, and fences and charts built
-        on it would overflow)."""
+        """The metric's relative change in percent (`relative_change`); None when it is absent."""
         pair = self.totals.get(metric)
-        if pair is None or pair[0] == 0:
-            return None
-        change = (pair[1] - pair[0]) / abs(pair[0]) * 100.0
-        return change if math.isfinite(change) and abs(change) <= CHANGE_LIMIT else None
+        return None if pair is None else relative_change(pair[0], pair[1])
 
 
 @dataclass
