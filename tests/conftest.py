@@ -11,9 +11,17 @@ temporary folder (the suite's scratch folders, the sample tools, Azurite, Chromi
 Playwright profiles), emptied when its session ends. A passing run removes its base
 folder (`tmp_path_retention_policy = failed` in setup.cfg); after a failure it stays, and
 pytest keeps the last three.
+
+Child Pythons cache byte code as on a user's machine: the run (not a worker) compiles the
+checkout's packages once before the workers start and lets every child write the byte code of
+its own copies (a Helix payload, a work item's folder), even where the environment sets
+`PYTHONDONTWRITEBYTECODE`; without it each of the suite's ~800 child Pythons compiled the whole
+package again. A child whose file size is limited runs with `-B` (a short write would leave a
+truncated `.pyc`).
 """
 from __future__ import annotations
 
+import compileall
 import os
 import shutil
 import subprocess
@@ -29,6 +37,8 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 RUN_FILES = REPO_ROOT / ".pytest_tmp"
+#: the checkout's packages, compiled once per run (see the module's docstring)
+PACKAGES = ("spmi", "sample", "tests")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -39,11 +49,26 @@ def pytest_configure(config: pytest.Config) -> None:
         RUN_FILES.mkdir(exist_ok=True)
         os.environ["PYTEST_DEBUG_TEMPROOT"] = str(RUN_FILES)
     if not hasattr(config, "workerinput"):
+        compile_the_checkout()
         for stale in RUN_FILES.glob("tmp-*"):
             try:
                 stale.rmdir()  # only an empty one: a live session's holds its IN_USE file
             except OSError:
                 pass
+
+
+def compile_the_checkout() -> None:
+    """Byte code for every module of the checkout's packages, before any worker or child starts, and
+    byte code caching for the children (the module's docstring)."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    for package in PACKAGES:
+        compileall.compile_dir(str(REPO_ROOT / package), quiet=2, workers=1)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: two workers per CPU. Most tests wait on the processes they start (the sample tools,
+    Azurite, a throttled download, a timeout), so one worker per CPU left a third of the CPU idle."""
+    return 2 * (os.cpu_count() or 1)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:

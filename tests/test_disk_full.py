@@ -25,7 +25,7 @@ def run_limited(body: str, cwd: Path, limit: int = LIMIT) -> subprocess.Complete
               f"sys.path[:0] = [{str(REPO)!r}]\n"
               "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
               f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))\n" + body)
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=cwd)
+    return subprocess.run([sys.executable, "-B", "-c", script], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 def test_corrupted_body_is_downloaded_again_once(storage_account, fault_proxy, tmp_path, captured_log) -> None:

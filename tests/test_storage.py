@@ -337,7 +337,7 @@ def test_disk_full_while_extracting_leaves_nothing_partial(storage_account, tmp_
         "except blobs.DownloadError as exc:\n"
         "    print(exc); sys.exit(3)\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-B", "-c", script], capture_output=True, text=True, timeout=60)
     assert result.returncode == 3, result.stderr
     assert "extracting huge.mch.zip" in result.stdout and "free some disk space" in result.stdout
     left = sorted(p.name for p in target.iterdir())
