@@ -16,6 +16,7 @@
 """
 from __future__ import annotations
 
+import functools
 import html
 import re
 from typing import FrozenSet, List, Optional, Sequence, Tuple
@@ -280,6 +281,7 @@ class FenceWalk:
         return None
 
 
+@functools.lru_cache(maxsize=512)  # pure; a summary fitted to its size limit renders the same texts again
 def sanitize_markdown(text: str, allowed_tags: FrozenSet[str] = ALLOWED_TAGS) -> str:
     """Markdown from outside: outside code fences, tags other than `allowed_tags` (default
     `ALLOWED_TAGS`) and unbalanced ones escaped, unsafe links unlinked; no pipeline command; an
