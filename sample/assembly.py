@@ -13,15 +13,18 @@ sample/README.md can be recomputed.
 """
 from __future__ import annotations
 
-import json
 import os
-import random
 import zlib
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
 
 from .context import Features
+from .plain import FrozenRecord, Record, path_text, read_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Dict, List, Mapping, Optional, Sequence
+
+    from .plain import PathLike
 
 ASSEMBLY_MAGIC = b"\x7fSPMI-SAMPLE-ASSEMBLY\n"
 
@@ -37,8 +40,7 @@ KINDS = (KIND_APP, KIND_LIBRARY, KIND_PMI)
 REPLAY_FAULTS = ("compile_error", "assert", "missing")
 
 
-@dataclass
-class MethodSpec:
+class MethodSpec(Record):
     """One method of a sample assembly.
 
     ``calls``: how often the app calls it in one run (0: never runs; PMI still
@@ -51,28 +53,46 @@ class MethodSpec:
     assembly the method needs (PMI resolves it next to the assembly or on PMIPATH).
     """
 
-    name: str
-    il_size: int
-    calls: int = 1
-    loops: int = 0
-    hot_loop: bool = False
-    r2r: bool = False
-    replay_fault: str = ""
-    extra_queries: bool = False
-    crash: bool = False
-    uses: str = ""
+    __slots__ = ("name", "il_size", "calls", "loops", "hot_loop", "r2r", "replay_fault", "extra_queries", "crash",
+                 "uses")
+
+    def __init__(self, name: str, il_size: int, calls: int = 1, loops: int = 0, hot_loop: bool = False,
+                 r2r: bool = False, replay_fault: str = "", extra_queries: bool = False, crash: bool = False,
+                 uses: str = "") -> None:
+        self.name = name
+        self.il_size = il_size
+        self.calls = calls
+        self.loops = loops
+        self.hot_loop = hot_loop
+        self.r2r = r2r
+        self.replay_fault = replay_fault
+        self.extra_queries = extra_queries
+        self.crash = crash
+        self.uses = uses
 
 
-@dataclass
-class AssemblySpec:
-    name: str
-    kind: str = KIND_APP
-    methods: List[MethodSpec] = field(default_factory=list)
-    #: lines the app writes to stdout when it runs (``{args}`` = its arguments)
-    output: List[str] = field(default_factory=list)
-    exit_code: int = 0
-    #: assemblies this one references (by simple name, file ``<name>.dll``)
-    references: List[str] = field(default_factory=list)
+class AssemblySpec(Record):
+    """A sample assembly: its name, kind, methods and what it does when it runs."""
+
+    __slots__ = ("name", "kind", "methods", "output", "exit_code", "references")
+
+    def __init__(self, name: str, kind: str = KIND_APP, methods: Optional[List[MethodSpec]] = None,
+                 output: Optional[List[str]] = None, exit_code: int = 0,
+                 references: Optional[List[str]] = None) -> None:
+        self.name = name
+        self.kind = kind
+        self.methods: List[MethodSpec] = [] if methods is None else methods
+        #: lines the app writes to stdout when it runs (``{args}`` = its arguments)
+        self.output: List[str] = [] if output is None else output
+        self.exit_code = exit_code
+        #: assemblies this one references (by simple name, file ``<name>.dll``)
+        self.references: List[str] = [] if references is None else references
+
+    def as_dict(self) -> Dict[str, object]:
+        """The fields by name, each method as a dict (``dataclasses.asdict``)."""
+        fields = super().as_dict()
+        fields["methods"] = [method.as_dict() for method in self.methods]
+        return fields
 
 
 class NotAnAssembly(ValueError):
@@ -80,13 +100,17 @@ class NotAnAssembly(ValueError):
 
 
 def encode_assembly(spec: AssemblySpec) -> bytes:
-    return ASSEMBLY_MAGIC + json.dumps(asdict(spec), sort_keys=True, separators=(",", ":")).encode("utf-8") + b"\n"
+    import json
+
+    return ASSEMBLY_MAGIC + json.dumps(spec.as_dict(), sort_keys=True, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
 def decode_assembly(data: bytes) -> AssemblySpec:
     if not data.startswith(ASSEMBLY_MAGIC):
         raise NotAnAssembly("bad magic")
     end = data.find(b"\n", len(ASSEMBLY_MAGIC))
+    import json
+
     try:
         fields = json.loads(data[len(ASSEMBLY_MAGIC):end if end >= 0 else len(data)].decode("utf-8"))
         methods = [MethodSpec(**method) for method in fields.pop("methods", [])]
@@ -98,29 +122,36 @@ def decode_assembly(data: bytes) -> AssemblySpec:
     return spec
 
 
-def write_assembly(path: Path, spec: AssemblySpec) -> Path:
+def write_assembly(path: PathLike, spec: AssemblySpec) -> Path:
+    from pathlib import Path
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(encode_assembly(spec))
     return path
 
 
-def read_assembly(path: Path) -> AssemblySpec:
-    return decode_assembly(Path(path).read_bytes())
+def read_assembly(path: PathLike) -> AssemblySpec:
+    return decode_assembly(read_bytes(path))
 
 
 # ---------------------------------------------------------------- runtime settings
 
-@dataclass(frozen=True)
-class RuntimeSettings:
-    """The runtime configuration that changes what gets compiled and recorded."""
+class RuntimeSettings(FrozenRecord):
+    """The runtime configuration that changes what gets compiled and recorded; ``jit_config``: the
+    JIT config the JIT reads (and the shim records with every context)."""
 
-    tiered_compilation: bool = True
-    tiered_pgo: bool = False
-    ready_to_run: bool = True
-    extra_superpmi_queries: bool = False
-    #: JIT config the JIT reads (and the shim records with every context)
-    jit_config: Mapping[str, str] = field(default_factory=dict)
+    __slots__ = ("tiered_compilation", "tiered_pgo", "ready_to_run", "extra_superpmi_queries", "jit_config")
+    tiered_compilation: bool
+    tiered_pgo: bool
+    ready_to_run: bool
+    extra_superpmi_queries: bool
+    jit_config: Mapping[str, str]
+
+    def __init__(self, tiered_compilation: bool = True, tiered_pgo: bool = False, ready_to_run: bool = True,
+                 extra_superpmi_queries: bool = False, jit_config: Optional[Mapping[str, str]] = None) -> None:
+        self._init(tiered_compilation, tiered_pgo, ready_to_run, extra_superpmi_queries,
+                   {} if jit_config is None else jit_config)
 
 
 #: JIT config keys the sample JIT reads at startup; set values are recorded in each context
@@ -163,13 +194,16 @@ def runtime_settings(environ: Mapping[str, str]) -> RuntimeSettings:
 
 # ---------------------------------------------------------------- what gets compiled
 
-@dataclass(frozen=True)
-class Compilation:
+class Compilation(FrozenRecord):
     """One JIT compilation: a method of an assembly at a tier."""
 
+    __slots__ = ("assembly", "method", "tier")
     assembly: str
     method: MethodSpec
     tier: str
+
+    def __init__(self, assembly: str, method: MethodSpec, tier: str) -> None:
+        self._init(assembly, method, tier)
 
 
 def tiers_when_run(method: MethodSpec, settings: RuntimeSettings) -> List[str]:
@@ -232,6 +266,8 @@ def plan_pmi(pmi: AssemblySpec, target: AssemblySpec, settings: RuntimeSettings,
 
 def method_features(method: MethodSpec) -> Features:
     """Deterministic IL features for the codegen model (from the name and IL size)."""
+    import random
+
     rng = random.Random(zlib.crc32(method.name.encode("utf-8")))
     size = method.il_size
     return Features(
@@ -246,11 +282,11 @@ def method_features(method: MethodSpec) -> Features:
     )
 
 
-def resolve_reference(name: str, assembly_dir: Path, probe_dirs: Sequence[str]) -> Optional[Path]:
+def resolve_reference(name: str, assembly_dir: PathLike, probe_dirs: Sequence[str]) -> Optional[str]:
     """``<name>.dll`` next to the assembly, else in the first probing directory that has it."""
     for directory in [str(assembly_dir)] + [d for d in probe_dirs if d]:
-        candidate = Path(directory) / (name + ".dll")
-        if candidate.is_file():
+        candidate = path_text(os.path.join(directory, name + ".dll"))
+        if os.path.isfile(candidate):
             return candidate
     return None
 

@@ -15,13 +15,14 @@ id     name                content
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import struct
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
 
 from .mchfile import decode_packets, encode_packets
+from .plain import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 PACKET_METHOD = 1
 PACKET_IL = 2
@@ -63,51 +64,62 @@ def tier_long_name(tier: str) -> str:
     return TIERS.get(tier, (tier, True))[0]
 
 
-@dataclass
-class Features:
+class Features(Record):
     """What the codegen model needs to know about a method's IL."""
 
-    blocks: int = 1
-    loops: int = 0
-    cse: int = 0
-    inlinees: int = 0
-    calls: int = 0
-    eh: int = 0
-    args: int = 0
-    locals: int = 0
+    __slots__ = ("blocks", "loops", "cse", "inlinees", "calls", "eh", "args", "locals")
+
+    def __init__(self, blocks: int = 1, loops: int = 0, cse: int = 0, inlinees: int = 0, calls: int = 0,
+                 eh: int = 0, args: int = 0, locals: int = 0) -> None:
+        self.blocks = blocks
+        self.loops = loops
+        self.cse = cse
+        self.inlinees = inlinees
+        self.calls = calls
+        self.eh = eh
+        self.args = args
+        self.locals = locals
 
 
-@dataclass
-class MethodContext:
-    name: str
-    tier: str
-    il_size: int
-    method_hash: str
-    set_name: str
-    target_os: str
-    target_arch: str
-    features: Features = field(default_factory=Features)
-    stored_config: Dict[str, str] = field(default_factory=dict)
-    fault: str = ""
-    compile_result: bytes = b""
-    #: derived, filled in after construction
-    minopts: bool = field(init=False, repr=False, compare=False)
-    hash32: int = field(init=False, repr=False, compare=False)
-    hash64: int = field(init=False, repr=False, compare=False)
+class MethodContext(Record):
+    """One recorded compilation: the method, its tier and target, what the JIT config recorded,
+    the fault its replay shows and the recorded compile result."""
 
-    def __post_init__(self) -> None:
-        self.minopts = is_minopts(self.tier)
-        self.hash32 = int(self.method_hash[-8:], 16)
-        self.hash64 = int(self.method_hash[:16], 16)
+    __slots__ = ("name", "tier", "il_size", "method_hash", "set_name", "target_os", "target_arch", "features",
+                 "stored_config", "fault", "compile_result", "minopts", "hash32", "hash64")
+    #: derived from the tier and the method hash (not compared, not shown)
+    _derived = ("minopts", "hash32", "hash64")
+
+    def __init__(self, name: str, tier: str, il_size: int, method_hash: str, set_name: str, target_os: str,
+                 target_arch: str, features: Optional[Features] = None, stored_config: Optional[Dict[str, str]] = None,
+                 fault: str = "", compile_result: bytes = b"") -> None:
+        self.name = name
+        self.tier = tier
+        self.il_size = il_size
+        self.method_hash = method_hash
+        self.set_name = set_name
+        self.target_os = target_os
+        self.target_arch = target_arch
+        self.features = Features() if features is None else features
+        self.stored_config = {} if stored_config is None else stored_config
+        self.fault = fault
+        self.compile_result = compile_result
+        self.minopts: bool = is_minopts(tier)
+        self.hash32: int = int(method_hash[-8:], 16)
+        self.hash64: int = int(method_hash[:16], 16)
 
 
 def compute_method_hash(name: str, il: bytes) -> str:
     """32 lower-case hex characters from the method's IL and signature."""
+    import hashlib
+
     return hashlib.md5(name.encode("utf-8") + b"\0" + il).hexdigest()
 
 
 def pseudo_il(name: str, il_size: int) -> bytes:
     """Deterministic stand-in IL bytes (capped so collections stay small)."""
+    import hashlib
+
     length = min(il_size, 192)
     seed = hashlib.md5(name.encode("utf-8")).digest()
     repeats = length // len(seed) + 1
@@ -128,6 +140,8 @@ def encode_context(context: MethodContext, il: Optional[bytes] = None) -> bytes:
         (PACKET_IL, il if il is not None else pseudo_il(context.name, context.il_size)),
     ]
     if context.stored_config:
+        import json
+
         packets.append((PACKET_STORED_CONFIG, json.dumps(context.stored_config, sort_keys=True).encode("utf-8")))
     if context.fault:
         packets.append((PACKET_FAULT, context.fault.encode("ascii")))
@@ -149,7 +163,7 @@ def decode_context(payload: bytes) -> MethodContext:
         name_end = _METHOD_HEAD.size + fields[13]
         name = method[_METHOD_HEAD.size:name_end].decode("utf-8")
         set_name = method[name_end:name_end + fields[14]].decode("utf-8")
-        stored = json.loads(by_id[PACKET_STORED_CONFIG].decode("utf-8")) if PACKET_STORED_CONFIG in by_id else {}
+        stored = decode_stored_config(by_id[PACKET_STORED_CONFIG]) if PACKET_STORED_CONFIG in by_id else {}
         fault = by_id[PACKET_FAULT].decode("ascii") if PACKET_FAULT in by_id else ""
         return MethodContext(
             name=name, tier=_TIER_NAMES[fields[0]], il_size=fields[3], method_hash=fields[12].hex(),
@@ -161,6 +175,13 @@ def decode_context(payload: bytes) -> MethodContext:
         raise PayloadError(str(error)) from error
 
 
+def decode_stored_config(packet: bytes) -> Dict[str, str]:
+    """The JIT config a ``STORED_CONFIG`` packet records."""
+    import json
+
+    return json.loads(packet.decode("utf-8"))
+
+
 def strip_compile_result(payload: bytes) -> bytes:
     """The payload without its recorded compile result (``mcs -thin``)."""
     return encode_packets(p for p in decode_packets(payload) if p[0] != PACKET_COMPILE_RESULT)
@@ -168,4 +189,6 @@ def strip_compile_result(payload: bytes) -> bytes:
 
 def dedup_key(payload: bytes) -> bytes:
     """Identity of a method context for ``mcs -dedup`` (ignores the compile result)."""
+    import hashlib
+
     return hashlib.md5(strip_compile_result(payload)).digest()

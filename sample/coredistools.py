@@ -11,9 +11,16 @@ those symbols would).
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import List, Sequence
+import os
+
+from .plain import read_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import List, Sequence
+
+    from .plain import PathLike
 
 COREDISTOOLS_MAGIC = b"\x7fSPMI-SAMPLE-COREDISTOOLS\n"
 #: what the near-differ looks up, in its order
@@ -33,10 +40,14 @@ def coredistools_file_name(os_name: str) -> str:
 
 
 def encode_coredistools(exports: Sequence[str] = ALL_EXPORTS) -> bytes:
+    import json
+
     return COREDISTOOLS_MAGIC + json.dumps({"exports": list(exports)}).encode("ascii") + b"\n"
 
 
-def write_coredistools(path: Path, exports: Sequence[str] = ALL_EXPORTS) -> Path:
+def write_coredistools(path: PathLike, exports: Sequence[str] = ALL_EXPORTS) -> Path:
+    from pathlib import Path
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(encode_coredistools(exports))
@@ -48,6 +59,8 @@ def exports_of(data: bytes) -> List[str]:
     if not data.startswith(COREDISTOOLS_MAGIC):
         return []
     line = data[len(COREDISTOOLS_MAGIC):].split(b"\n", 1)[0]
+    import json
+
     try:
         exports = json.loads(line.decode("utf-8")).get("exports", [])
     except (ValueError, AttributeError):
@@ -59,11 +72,11 @@ class CoreDisToolsLoadError(Exception):
     """coredistools could not be loaded (superpmi -a exits -1); the message is the ERROR text."""
 
 
-def load_coredistools(directory: Path, os_name: str) -> List[str]:
+def load_coredistools(directory: PathLike, os_name: str) -> List[str]:
     """Load ``<directory>/<lib>`` as the near-differ does before the first context; its exports."""
     name = coredistools_file_name(os_name)
     try:
-        data = (Path(directory) / name).read_bytes()
+        data = read_bytes(os.path.join(directory, name))
     except OSError:
         raise CoreDisToolsLoadError("LoadLibrary(%s) failed (0x%08x)" % (name, ERROR_MOD_NOT_FOUND)) from None
     exports = exports_of(data)

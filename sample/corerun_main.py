@@ -12,11 +12,7 @@ See sample/README.md for the tiering rules and the sample apps.
 from __future__ import annotations
 
 import os
-import signal
 import sys
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
 
 from .assembly import (
     KIND_APP,
@@ -37,7 +33,14 @@ from .assembly import (
 from .context import MethodContext, compute_method_hash, pseudo_il
 from .jitfile import DEFAULT_GUID, JitSpec, host_os, jit_file_name
 from .jithost import JitLoadError, load_jit
+from .plain import Record, parent_dir, path_text, read_bytes
 from .shim import SHIM_LOG_PATH_ENV, SHIM_PATH_ENV, McWriter, compile_result_bytes, is_shim
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Mapping, Optional, Sequence
+
+    from .plain import PathLike
 
 USAGE = """Usage: corerun <assembly.dll> [arguments...]
        corerun <pmi.dll> DRIVEALL <assembly.dll>
@@ -52,14 +55,17 @@ class HostError(Exception):
     """corerun cannot start the app: one line on stderr, exit -1."""
 
 
-@dataclass
-class LoadedJit:
+class LoadedJit(Record):
     """The JIT the runtime loaded: the real JIT, maybe behind the shim collector."""
 
-    path: Path
-    spec: JitSpec
-    settings: RuntimeSettings
-    recorder: Optional[McWriter] = None
+    __slots__ = ("path", "spec", "settings", "recorder")
+
+    def __init__(self, path: PathLike, spec: JitSpec, settings: RuntimeSettings,
+                 recorder: Optional[McWriter] = None) -> None:
+        self.path = path
+        self.spec = spec
+        self.settings = settings
+        self.recorder = recorder
 
     def compile(self, compilation: Compilation) -> None:
         context = recorded_context(compilation, self.spec, self.settings)
@@ -93,6 +99,8 @@ def recorded_context(compilation: Compilation, spec: JitSpec, settings: RuntimeS
 
 def crash() -> None:
     """Die the way a native crash does (SIGSEGV on Unix)."""
+    import signal
+
     sys.stdout.flush()
     sys.stderr.flush()
     if hasattr(signal, "SIGSEGV") and os.name != "nt":
@@ -112,18 +120,18 @@ def fail_jit_load(detail: str) -> None:
 
 # ---------------------------------------------------------------- loading the JIT
 
-def jit_location(runtime_dir: Path, environ: Mapping[str, str], host_arch: str) -> Path:
+def jit_location(runtime_dir: PathLike, environ: Mapping[str, str], host_arch: str) -> str:
     jit_path = runtime_config(environ, "JitPath")
     if jit_path:
-        return Path(jit_path)
+        return path_text(jit_path)
     jit_name = runtime_config(environ, "JitName")
     if jit_name:
-        return runtime_dir / jit_name
+        return path_text(os.path.join(runtime_dir, jit_name))
     host = host_os()
-    return runtime_dir / jit_file_name(host, host, host_arch, host_arch)
+    return path_text(os.path.join(runtime_dir, jit_file_name(host, host, host_arch, host_arch)))
 
 
-def load_real_jit(path: Path, guid: str) -> JitSpec:
+def load_real_jit(path: PathLike, guid: str) -> JitSpec:
     try:
         return load_jit(path, guid)
     except JitLoadError as error:
@@ -133,19 +141,19 @@ def load_real_jit(path: Path, guid: str) -> JitSpec:
 
 def shim_recorder(environ: Mapping[str, str]) -> Optional[McWriter]:
     log_path = environ.get(SHIM_LOG_PATH_ENV, "")
-    if not log_path or not Path(log_path).is_dir():
+    if not log_path or not os.path.isdir(path_text(log_path)):
         sys.stderr.write("WARNING: superpmi-shim-collector: %s is not set to an existing directory; "
                          "nothing is recorded.\n" % SHIM_LOG_PATH_ENV)
         return None
-    return McWriter(Path(log_path))
+    return McWriter(path_text(log_path))
 
 
-def load_runtime_jit(runtime_dir: Path, environ: Mapping[str, str], settings: Dict[str, str]) -> LoadedJit:
+def load_runtime_jit(runtime_dir: PathLike, environ: Mapping[str, str], settings: Dict[str, str]) -> LoadedJit:
     path = jit_location(runtime_dir, environ, settings.get("host_arch", "x64"))
     guid = settings.get("guid", DEFAULT_GUID)
     runtime = runtime_settings(environ)
     try:
-        data = path.read_bytes()
+        data = read_bytes(path)
     except OSError:
         data = b""
     if not is_shim(data):
@@ -154,14 +162,14 @@ def load_runtime_jit(runtime_dir: Path, environ: Mapping[str, str], settings: Di
     if not real:
         fail_jit_load("ERROR: superpmi-shim-collector: %s is not set; it must name the real JIT to forward to."
                       % SHIM_PATH_ENV)
-    spec = load_real_jit(Path(real), guid)
+    spec = load_real_jit(path_text(real), guid)
     return LoadedJit(path, spec, runtime, shim_recorder(environ))
 
 
 # ---------------------------------------------------------------- running
 
-def open_assembly(path: Path) -> AssemblySpec:
-    if not path.is_file():
+def open_assembly(path: str) -> AssemblySpec:
+    if not os.path.isfile(path):
         raise HostError("Could not find the assembly '%s'." % path)
     try:
         return read_assembly(path)
@@ -189,7 +197,7 @@ def run_pmi(jit: LoadedJit, pmi: AssemblySpec, args: List[str], environ: Mapping
         sys.stdout.write(PMI_USAGE)
         return PMI_FAILURE
     compile_all(jit, plan_run(pmi, jit.settings))  # PMI's own code runs first
-    target_path = Path(args[1])
+    target_path = path_text(args[1])
     try:
         target = open_assembly(target_path)
     except HostError as error:
@@ -197,7 +205,7 @@ def run_pmi(jit: LoadedJit, pmi: AssemblySpec, args: List[str], environ: Mapping
         return PMI_FAILURE
     resolved: List[str] = []
     for reference in target.references:
-        if resolve_reference(reference, target_path.resolve().parent, pmi_path_dirs(environ)) is not None:
+        if resolve_reference(reference, parent_dir(target_path), pmi_path_dirs(environ)) is not None:
             resolved.append(reference)
         else:
             skipped = sum(1 for m in target.methods if m.uses == reference)
@@ -215,11 +223,11 @@ def run_host(argv: List[str], settings: Dict[str, str]) -> int:
     if not args or args[0].startswith("-"):
         sys.stderr.write(USAGE)
         return -1
-    assembly_path = Path(args[0])
+    assembly_path = path_text(args[0])
     assembly = open_assembly(assembly_path)
     if assembly.kind not in (KIND_APP, KIND_PMI):
         raise HostError("Main method not found in assembly '%s'." % assembly_path)
-    runtime_dir = Path(argv[0]).resolve().parent
+    runtime_dir = parent_dir(argv[0])
     jit = load_runtime_jit(runtime_dir, os.environ, settings)
     try:
         if assembly.kind == KIND_PMI:

@@ -11,11 +11,16 @@ Anything else is "not a valid JIT" (LoadLibrary failure).
 """
 from __future__ import annotations
 
-import json
 import sys
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Dict, Optional
+
+from .plain import Record, read_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, Dict, Optional
+
+    from .plain import PathLike
 
 JIT_MAGIC = b"\x7fSPMI-SAMPLE-JIT\n"
 DEFAULT_GUID = "5f2a8c1e-3b7d-4e96-a0c4-9d81e6b27f35"
@@ -62,26 +67,33 @@ def build_string_arch(target_arch: str) -> str:
     return "arm32" if target_arch == "arm" else target_arch
 
 
-@dataclass
-class JitSpec:
+class JitSpec(Record):
     """Everything a sample JIT file carries."""
 
-    target_os: str
-    target_arch: str
-    flavor: str = "checked"
-    variant: str = "base"
-    guid: str = DEFAULT_GUID
-    compiler: str = DEFAULT_COMPILER
-    native_pgo: Optional[bool] = None
-    tp_factor: float = 1.0
-    mem_factors: Dict[str, float] = field(default_factory=lambda: {"*": 1.0})
-    faults: Dict[str, Any] = field(default_factory=dict)
-    altjit: bool = False
-    build_string: Optional[str] = None
-    #: run-to-run noise of reported metrics (metric -> percent; see noise.py), its seed and run counter folder
-    noise: Dict[str, float] = field(default_factory=dict)
-    noise_seed: int = 0
-    noise_runs: str = ""
+    __slots__ = ("target_os", "target_arch", "flavor", "variant", "guid", "compiler", "native_pgo", "tp_factor",
+                 "mem_factors", "faults", "altjit", "build_string", "noise", "noise_seed", "noise_runs")
+
+    def __init__(self, target_os: str, target_arch: str, flavor: str = "checked", variant: str = "base",
+                 guid: str = DEFAULT_GUID, compiler: str = DEFAULT_COMPILER, native_pgo: Optional[bool] = None,
+                 tp_factor: float = 1.0, mem_factors: Optional[Dict[str, float]] = None,
+                 faults: Optional[Dict[str, Any]] = None, altjit: bool = False, build_string: Optional[str] = None,
+                 noise: Optional[Dict[str, float]] = None, noise_seed: int = 0, noise_runs: str = "") -> None:
+        self.target_os = target_os
+        self.target_arch = target_arch
+        self.flavor = flavor
+        self.variant = variant
+        self.guid = guid
+        self.compiler = compiler
+        self.native_pgo = native_pgo
+        self.tp_factor = tp_factor
+        self.mem_factors: Dict[str, float] = {"*": 1.0} if mem_factors is None else mem_factors
+        self.faults: Dict[str, Any] = {} if faults is None else faults
+        self.altjit = altjit
+        self.build_string = build_string
+        #: run-to-run noise of reported metrics (metric -> percent; see noise.py), its seed and run counter folder
+        self.noise: Dict[str, float] = {} if noise is None else noise
+        self.noise_seed = noise_seed
+        self.noise_runs = noise_runs
 
     @property
     def family(self) -> str:
@@ -115,13 +127,17 @@ class JitSpec:
 
 
 def encode_jit(spec: JitSpec) -> bytes:
-    body = json.dumps(asdict(spec), sort_keys=True, separators=(",", ":")).encode("utf-8")
+    import json
+
+    body = json.dumps(spec.as_dict(), sort_keys=True, separators=(",", ":")).encode("utf-8")
     build = spec.effective_build_string().encode("ascii")
     padding = bytes((index * 37 + 11) % 251 for index in range(256))
     return JIT_MAGIC + body + b"\n\0" + build + b"\0" + padding
 
 
-def write_jit(path: Path, spec: JitSpec) -> Path:
+def write_jit(path: PathLike, spec: JitSpec) -> Path:
+    from pathlib import Path
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(encode_jit(spec))
@@ -138,6 +154,8 @@ def decode_jit(data: bytes) -> JitSpec:
     end = data.find(b"\n", len(JIT_MAGIC))
     if end < 0:
         raise NotAJit("no spec line")
+    import json
+
     try:
         fields = json.loads(data[len(JIT_MAGIC):end].decode("utf-8"))
         return JitSpec(**fields)
@@ -145,5 +163,5 @@ def decode_jit(data: bytes) -> JitSpec:
         raise NotAJit(str(error)) from error
 
 
-def read_jit(path: Path) -> JitSpec:
-    return decode_jit(Path(path).read_bytes())
+def read_jit(path: PathLike) -> JitSpec:
+    return decode_jit(read_bytes(path))

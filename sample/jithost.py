@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .context import MethodContext
 from .jitfile import JitSpec, NotAJit, decode_jit
 from .model import METRIC_NAMES, CodePlan, Knobs, executed_instructions, metrics, plan_code, string_seed
 from .noise import INSTRUCTIONS, NoiseConfig, config_from, current_run_key, factor, noisy_metrics
+from .plain import FrozenRecord, Record, path_text, read_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Dict, List, Mapping, Optional, Sequence, Tuple
+
+    from .plain import PathLike
 
 FAULT_KINDS = ("crash", "hang", "missing", "assert", "compile_error")
 
@@ -29,15 +33,18 @@ class JitLoadError(Exception):
     """The JIT could not be loaded or initialised (superpmi exits -2)."""
 
 
-@dataclass
-class ConfigSource:
+class ConfigSource(Record):
     """Answers a JIT's config questions in the order superpmi uses (forced
     option, recorded value, plain option, ``DOTNET_`` environment)."""
 
-    forced: Dict[str, str]
-    plain: Dict[str, str]
-    ignore_stored: bool
-    environ: Mapping[str, str]
+    __slots__ = ("forced", "plain", "ignore_stored", "environ")
+
+    def __init__(self, forced: Dict[str, str], plain: Dict[str, str], ignore_stored: bool,
+                 environ: Mapping[str, str]) -> None:
+        self.forced = forced
+        self.plain = plain
+        self.ignore_stored = ignore_stored
+        self.environ = environ
 
     def get(self, key: str, stored: Mapping[str, str]) -> Optional[str]:
         if key in self.forced:
@@ -53,10 +60,11 @@ class ConfigSource:
         return None
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FrozenRecord):
     """Per-compile view of the JIT's configuration."""
 
+    __slots__ = ("knobs", "disasm", "diffable", "with_gc", "unwind_dump", "eh_dump", "dump", "altjit", "opt_repeat",
+                 "opt_repeat_count")
     knobs: Knobs
     disasm: Optional[str]
     diffable: bool
@@ -65,23 +73,34 @@ class Settings:
     eh_dump: bool
     dump: Optional[str]
     altjit: Optional[str]
-    opt_repeat: Optional[str] = None
-    opt_repeat_count: int = 2
+    opt_repeat: Optional[str]
+    opt_repeat_count: int
+
+    def __init__(self, knobs: Knobs, disasm: Optional[str], diffable: bool, with_gc: bool, unwind_dump: bool,
+                 eh_dump: bool, dump: Optional[str], altjit: Optional[str], opt_repeat: Optional[str] = None,
+                 opt_repeat_count: int = 2) -> None:
+        self._init(knobs, disasm, diffable, with_gc, unwind_dump, eh_dump, dump, altjit, opt_repeat, opt_repeat_count)
 
 
-@dataclass
-class Outcome:
-    """Result of one compile by one JIT."""
+class Outcome(Record):
+    """Result of one compile by one JIT: ``result`` is "Success", "Error" or "Miss"; ``action``
+    "crash" or "hang" when the process must act it out."""
 
-    result: str  # "Success", "Error", "Miss"
-    plan: Optional[CodePlan] = None
-    metrics: Optional[Tuple[object, ...]] = None
-    reported_name: str = ""
-    reported_tier: str = ""
-    instructions: int = 0
-    assert_text: str = ""
-    missing_text: str = ""
-    action: str = ""  # "crash" or "hang": the process must act it out
+    __slots__ = ("result", "plan", "metrics", "reported_name", "reported_tier", "instructions", "assert_text",
+                 "missing_text", "action")
+
+    def __init__(self, result: str, plan: Optional[CodePlan] = None, metrics: Optional[Tuple[object, ...]] = None,
+                 reported_name: str = "", reported_tier: str = "", instructions: int = 0, assert_text: str = "",
+                 missing_text: str = "", action: str = "") -> None:
+        self.result = result
+        self.plan = plan
+        self.metrics = metrics
+        self.reported_name = reported_name
+        self.reported_tier = reported_tier
+        self.instructions = instructions
+        self.assert_text = assert_text
+        self.missing_text = missing_text
+        self.action = action
 
     def code_identity(self) -> object:
         return self.plan
@@ -127,10 +146,10 @@ def method_patterns_match(patterns: str, name: str) -> bool:
     return False
 
 
-def load_jit(path: Path, expected_guid: str) -> JitSpec:
+def load_jit(path: PathLike, expected_guid: str) -> JitSpec:
     """Read and check a JIT file the way superpmi loads a JIT."""
     try:
-        data = Path(path).read_bytes()
+        data = read_bytes(path)
     except OSError:
         raise JitLoadError("LoadLibrary failed (0x%08x)" % 0x7E) from None
     try:
@@ -141,7 +160,7 @@ def load_jit(path: Path, expected_guid: str) -> JitSpec:
     if load_fault == "getjit":
         raise JitLoadError("GetProcAddress 'getJit' failed")
     if load_fault == "startup":
-        raise JitLoadError("Startup of JIT(%s) failed %d" % (path, 1))
+        raise JitLoadError("Startup of JIT(%s) failed %d" % (path_text(path), 1))
     if spec.guid.lower() != expected_guid.lower():
         raise JitLoadError("Jit Compiler has wrong version identifier. Expected: %s. Actual: %s."
                            % (expected_guid, spec.guid))

@@ -4,35 +4,48 @@ context, its :class:`~model.CodePlan` and the display options.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import List, Sequence, Tuple
-
 from .context import MethodContext, tier_long_name
 from .model import CodePlan, allocated_code_bytes, loop_padding, mix, prolog_instruction_count
+from .plain import FrozenRecord, Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional, Sequence, Tuple
 
 DIFFABLE_HANDLE = "0xD1FFAB1E"
 FOOTER_RULE = "; " + "=" * 60
 
 
-@dataclass(frozen=True)
-class DisplayOptions:
-    checked: bool = True
-    diffable: bool = False
-    with_gc: bool = False
-    unwind_dump: bool = False
-    eh_dump: bool = False
-    #: makes non-diffable addresses differ between JIT binaries
-    address_salt: int = 0
+class DisplayOptions(FrozenRecord):
+    """What a listing shows; ``address_salt`` makes non-diffable addresses differ between JIT binaries."""
+
+    __slots__ = ("checked", "diffable", "with_gc", "unwind_dump", "eh_dump", "address_salt")
+    checked: bool
+    diffable: bool
+    with_gc: bool
+    unwind_dump: bool
+    eh_dump: bool
+    address_salt: int
+
+    def __init__(self, checked: bool = True, diffable: bool = False, with_gc: bool = False,
+                 unwind_dump: bool = False, eh_dump: bool = False, address_salt: int = 0) -> None:
+        self._init(checked, diffable, with_gc, unwind_dump, eh_dump, address_salt)
 
 
-@dataclass
-class Group:
-    index: int
-    instructions: int
-    size: int = 0
-    weight: str = "1"
-    perf: float = 0.0
-    align_pads: List[int] = field(default_factory=list)
+class Group(Record):
+    """One instruction group of a listing: its instructions, bytes, block weight, PerfScore
+    and the alignment paddings in it."""
+
+    __slots__ = ("index", "instructions", "size", "weight", "perf", "align_pads")
+
+    def __init__(self, index: int, instructions: int, size: int = 0, weight: str = "1", perf: float = 0.0,
+                 align_pads: Optional[List[int]] = None) -> None:
+        self.index = index
+        self.instructions = instructions
+        self.size = size
+        self.weight = weight
+        self.perf = perf
+        self.align_pads: List[int] = [] if align_pads is None else align_pads
 
     @property
     def aligns(self) -> int:

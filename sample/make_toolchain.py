@@ -135,8 +135,8 @@ def make_pintool(path: PathLike, noise: Optional[NoiseConfig] = None) -> Path:
 
 #: the modules a generated toolchain runs (copied to ``OUTDIR/core_root/lib/sample``)
 LIBRARY_MODULES = ("__init__", "assembly", "context", "coredistools", "corerun_main", "ilc_main", "jitfile", "jithost",
-                   "listing", "mchfile", "mcs_main", "model", "names", "noise", "pin_main", "shim", "superpmi_args",
-                   "superpmi_main", "superpmi_output", "superpmi_parallel")
+                   "listing", "mchfile", "mcs_main", "model", "names", "noise", "pin_main", "plain", "shim",
+                   "superpmi_args", "superpmi_main", "superpmi_output", "superpmi_parallel")
 
 
 def copy_library(lib_dir: Path) -> Path:
@@ -164,15 +164,15 @@ _LAUNCHER = '''#!{python} -S
 # standard library, and a native tool starts without Python's site set-up).
 # The code it runs lives in lib/ next to this file, and nowhere else: a copy of this
 # directory is self-contained, and a copy without lib/ fails like a tool missing a library.
+import os
 import sys
-from pathlib import Path
 
-_lib = Path(__file__).resolve().parent / "{lib_name}"
-if not (_lib / "sample" / "__init__.py").is_file():
+_lib = os.path.join(os.path.dirname(os.path.realpath(__file__)), {lib_parts})
+if not os.path.isfile(os.path.join(_lib, "sample", "__init__.py")):
     sys.stderr.write("%s: error while loading shared libraries: the sample code is not in %s "
                      "(no sample/__init__.py)\\n" % (sys.argv[0], _lib))
     sys.exit({missing_code})
-sys.path.insert(0, str(_lib))
+sys.path.insert(0, _lib)
 from sample.{module} import main
 
 sys.exit(main(sys.argv, {settings!r}))
@@ -188,7 +188,8 @@ def make_tool_launcher(path: PathLike, tool: str, settings: Mapping[str, str], l
     """Write an executable script starting ``superpmi``, ``mcs``, ``corerun`` or ``ilc`` from ``lib/``
     beside it (see :func:`copy_library`), or from ``lib_name`` relative to its folder."""
     module = {"superpmi": "superpmi_main", "mcs": "mcs_main", "corerun": "corerun_main", "ilc": "ilc_main"}[tool]
-    text = _LAUNCHER.format(python=sys.executable, tool=tool, lib_name=lib_name, module=module,
+    lib_parts = ", ".join(repr(part) for part in Path(lib_name).parts)
+    text = _LAUNCHER.format(python=sys.executable, tool=tool, lib_parts=lib_parts, module=module,
                             settings=dict(settings), missing_code=MISSING_LIBRARY_EXIT)
     return _make_executable(Path(path), text)
 

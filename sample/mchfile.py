@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from .plain import FrozenRecord, path_suffix, path_text, read_bytes, with_suffix, write_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+
+    from .plain import PathLike
 
 RECORD_MAGIC = b"mc"
 RECORD_TRAILER = b"42"
@@ -31,24 +37,32 @@ class FramingError(Exception):
         self.detail = detail
 
 
-@dataclass(frozen=True)
-class RecordRef:
+class RecordRef(FrozenRecord):
     """Where one record lives in a file."""
 
+    __slots__ = ("number", "offset", "length")
     number: int
     offset: int
     length: int
+
+    def __init__(self, number: int, offset: int, length: int) -> None:
+        self._init(number, offset, length)
 
     @property
     def end(self) -> int:
         return self.offset + self.length + RECORD_OVERHEAD
 
 
-@dataclass(frozen=True)
-class TocEntry:
+class TocEntry(FrozenRecord):
+    """One entry of a table of contents: where context ``number`` starts and its method hash."""
+
+    __slots__ = ("offset", "number", "method_hash")
     offset: int
     number: int
     method_hash: str
+
+    def __init__(self, offset: int, number: int, method_hash: str) -> None:
+        self._init(offset, number, method_hash)
 
 
 # ---------------------------------------------------------------- records
@@ -157,25 +171,41 @@ def decode_packets(payload: bytes) -> List[Tuple[int, bytes]]:
 
 # ---------------------------------------------------------------- TOC
 
-def toc_candidates(mch_path: Path) -> List[Path]:
+def toc_paths(mch_path: PathLike) -> List[str]:
     """TOC files tried for ``x.mch``: ``x.mch.mct`` then ``x.mct``."""
-    candidates = [mch_path.with_name(mch_path.name + ".mct")]
-    if mch_path.suffix.lower() in (".mch", ".mc"):
-        candidates.append(mch_path.with_suffix(".mct"))
+    path = path_text(mch_path)
+    candidates = [path + ".mct"]
+    if path_suffix(path).lower() in (".mch", ".mc"):
+        candidates.append(with_suffix(path, ".mct"))
     return candidates
 
 
-def mch_for_toc_input(mct_path: Path) -> List[Path]:
+def toc_candidates(mch_path: PathLike) -> List[Path]:
+    """:func:`toc_paths` as paths."""
+    from pathlib import Path
+
+    return [Path(candidate) for candidate in toc_paths(mch_path)]
+
+
+def mch_paths_for_toc(mct_path: PathLike) -> List[str]:
     """Collections tried for an input given as ``x.mct``."""
-    stem = mct_path.with_suffix("")
-    candidates = [mct_path.with_name(mct_path.name + ".mch"), mct_path.with_suffix(".mch")]
-    if stem.suffix.lower() == ".mch":
+    path = path_text(mct_path)
+    stem = with_suffix(path, "")
+    candidates = [path + ".mch", with_suffix(path, ".mch")]
+    if path_suffix(stem).lower() == ".mch":
         candidates.append(stem)
-    unique: List[Path] = []
+    unique: List[str] = []
     for candidate in candidates:
         if candidate not in unique:
             unique.append(candidate)
     return unique
+
+
+def mch_for_toc_input(mct_path: PathLike) -> List[Path]:
+    """:func:`mch_paths_for_toc` as paths."""
+    from pathlib import Path
+
+    return [Path(candidate) for candidate in mch_paths_for_toc(mct_path)]
 
 
 def encode_toc(entries: Sequence[TocEntry]) -> bytes:
@@ -199,12 +229,12 @@ def decode_toc(data: bytes) -> List[TocEntry]:
     return entries
 
 
-def find_toc(mch_path: Path) -> Optional[List[TocEntry]]:
+def find_toc(mch_path: PathLike) -> Optional[List[TocEntry]]:
     """The readable TOC paired with ``mch_path``, or None."""
-    for candidate in toc_candidates(mch_path):
-        if candidate.is_file():
+    for candidate in toc_paths(mch_path):
+        if os.path.isfile(candidate):
             try:
-                return decode_toc(candidate.read_bytes())
+                return decode_toc(read_bytes(candidate))
             except (OSError, ValueError):
                 return None
     return None
@@ -221,7 +251,8 @@ def parse_mcl_text(text: str) -> List[int]:
     return [int(token) for token in text.split()]
 
 
-def write_bytes_atomically(path: Path, data: bytes) -> None:
-    temp = path.with_name(path.name + ".tmp%d" % os.getpid())
-    temp.write_bytes(data)
-    os.replace(temp, path)
+def write_bytes_atomically(path: PathLike, data: bytes) -> None:
+    target = path_text(path)
+    temp = target + ".tmp%d" % os.getpid()
+    write_bytes(temp, data)
+    os.replace(temp, target)

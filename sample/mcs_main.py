@@ -1,11 +1,8 @@
 """The sample ``mcs`` (method-context shell): the verbs the suite uses."""
 from __future__ import annotations
 
-import fnmatch
 import os
 import sys
-from pathlib import Path
-from typing import Callable, Dict, List, Optional
 
 from .context import OS_NUMBERS, PayloadError, decode_context, dedup_key, strip_compile_result
 from .jitfile import DEFAULT_GUID
@@ -21,7 +18,14 @@ from .mchfile import (
     write_bytes_atomically,
 )
 from .names import TIER_JIT_FLAGS, method_shape
+from .plain import path_order, path_text, read_bytes
 from .superpmi_args import UsageError, parse_compile_list
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Dict, List, Optional
+
+    from .plain import PathLike
 
 USAGE = """MCS is a utility for examining and manipulating SuperPMI method context files.
 (sample toolchain stand-in)
@@ -46,13 +50,14 @@ def usage(message: Optional[str] = None) -> int:
     return -1
 
 
-def read_records(path: Path, allow_truncated_tail: bool = False):
+def read_records(path: PathLike, allow_truncated_tail: bool = False):
     """Yield (number, record bytes, payload) for every record of a file.
 
     With ``allow_truncated_tail`` a truncated last record (left by a process killed while
     writing a ``.mc`` file) is skipped with a WARNING instead of failing."""
+    path = path_text(path)
     try:
-        data = path.read_bytes()
+        data = read_bytes(path)
     except OSError:
         raise McsError("Unable to open '%s'" % path) from None
     try:
@@ -78,7 +83,7 @@ def verb_print_version(args: List[str], settings: Dict[str, str]) -> int:
 def verb_toc(args: List[str], settings: Dict[str, str]) -> int:
     if len(args) != 1:
         return usage("-toc needs exactly one file")
-    path = Path(args[0])
+    path = path_text(args[0])
     entries: List[TocEntry] = []
     offset = 0
     for number, record, payload in read_records(path):
@@ -88,24 +93,30 @@ def verb_toc(args: List[str], settings: Dict[str, str]) -> int:
             raise McsError("Method %d is of low integrity." % number) from None
         entries.append(TocEntry(offset, number, context.method_hash))
         offset += len(record)
-    write_bytes_atomically(path.with_name(path.name + ".mct"), encode_toc(entries))
+    write_bytes_atomically(path + ".mct", encode_toc(entries))
     sys.stdout.write("Loaded %d, added %d to Table of Contents\n" % (len(entries), len(entries)))
     return 0
 
 
-def matching_files(pattern: str, recursive: bool, exclude: Path) -> List[Path]:
+def matching_files(pattern: str, recursive: bool, exclude: PathLike) -> List[str]:
+    """The files ``pattern`` (``<folder>/<mask>``) names, spelled and sorted as pathlib spells and sorts them."""
+    import fnmatch
+
     directory, _, mask = pattern.replace("\\", "/").rpartition("/")
-    root = Path(directory or ".")
-    found: List[Path] = []
-    if not root.is_dir():
+    root = path_text(directory or ".")
+    found: List[str] = []
+    if not os.path.isdir(root):
         return found
     if recursive:
         for current, _, files in os.walk(root):
-            found.extend(Path(current) / name for name in files if fnmatch.fnmatch(name, mask))
+            found.extend(path_text(os.path.join(current, name)) for name in files if fnmatch.fnmatch(name, mask))
     else:
-        found.extend(p for p in root.iterdir() if p.is_file() and fnmatch.fnmatch(p.name, mask))
-    excluded = exclude.resolve()
-    return sorted(p for p in found if p.resolve() != excluded)
+        for name in os.listdir(root):
+            path = path_text(os.path.join(root, name))
+            if os.path.isfile(path) and fnmatch.fnmatch(name, mask):
+                found.append(path)
+    excluded = os.path.normcase(os.path.realpath(path_text(exclude)))
+    return sorted((p for p in found if os.path.normcase(os.path.realpath(p)) != excluded), key=path_order)
 
 
 def verb_merge(args: List[str], settings: Dict[str, str]) -> int:
@@ -114,7 +125,7 @@ def verb_merge(args: List[str], settings: Dict[str, str]) -> int:
     unknown = flags - {"-recursive", "-dedup", "-thin"}
     if len(positional) != 2 or unknown:
         return usage("-merge needs <out.mch> <pattern> [-recursive] [-dedup] [-thin]")
-    output, pattern = Path(positional[0]), positional[1]
+    output, pattern = path_text(positional[0]), positional[1]
     files = matching_files(pattern, "-recursive" in flags, output)
     if not files:
         raise McsError("No files matched '%s'" % pattern)
@@ -149,11 +160,11 @@ def verb_strip(args: List[str], settings: Dict[str, str]) -> int:
         raise McsError(error.message or "bad context list '%s'" % args[0]) from None
     kept: List[bytes] = []
     loaded = 0
-    for number, record, _ in read_records(Path(args[1])):
+    for number, record, _ in read_records(args[1]):
         loaded += 1
         if number not in dropped:
             kept.append(record)
-    write_bytes_atomically(Path(args[2]), b"".join(kept))
+    write_bytes_atomically(args[2], b"".join(kept))
     sys.stdout.write("Loaded %d, Saved %d\n" % (loaded, len(kept)))
     return 0
 
@@ -162,7 +173,7 @@ def verb_concat(args: List[str], settings: Dict[str, str]) -> int:
     if len(args) != 2:
         return usage("-concat needs <file1> <file2>")
     try:
-        data = Path(args[1]).read_bytes()
+        data = read_bytes(args[1])
         with open(args[0], "ab") as stream:
             stream.write(data)
     except OSError as error:
@@ -182,7 +193,7 @@ def verb_dump_map(args: List[str], settings: Dict[str, str]) -> int:
     if len(args) != 1:
         return usage("-dumpMap needs one file")
     lines = ["index,method name,full signature,jit flags,os"]
-    for number, _, payload in read_records(Path(args[0])):
+    for number, _, payload in read_records(args[0]):
         try:
             context = decode_context(payload)
         except PayloadError:

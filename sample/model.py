@@ -10,12 +10,16 @@ listings rendered from them are equal, which is what the diff check compares.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from collections import namedtuple
 from functools import lru_cache
-from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from .context import MethodContext
 from .jitfile import JitSpec
+from .plain import FrozenRecord
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 MASK64 = (1 << 64) - 1
 
@@ -61,39 +65,35 @@ def string_seed(text: str) -> int:
     return zlib.crc32(text.encode("utf-8")) | (zlib.adler32(text.encode("utf-8")) << 32)
 
 
-@dataclass(frozen=True)
-class Knobs:
+class Knobs(FrozenRecord):
     """JIT config values that change generated code or what is reported."""
 
-    align_loops: bool = True
-    no_cse: bool = False
-    no_inline: bool = False
-    report_metrics: bool = False
+    __slots__ = ("align_loops", "no_cse", "no_inline", "report_metrics")
+    align_loops: bool
+    no_cse: bool
+    no_inline: bool
+    report_metrics: bool
+
+    def __init__(self, align_loops: bool = True, no_cse: bool = False, no_inline: bool = False,
+                 report_metrics: bool = False) -> None:
+        self._init(align_loops, no_cse, no_inline, report_metrics)
 
 
-class CodePlan(NamedTuple):
-    """Shape of the generated code; rendering a listing needs nothing else."""
+class CodePlan(namedtuple("CodePlan", ["instr_count", "code_bytes", "prolog_size", "cold_bytes", "rodata_bytes",
+                                       "alloc_slack", "perf_score", "aligned_loops", "align_padding", "cse_count",
+                                       "inline_count", "text_salt"])):
+    """Shape of the generated code; rendering a listing needs nothing else.
 
-    instr_count: int
-    code_bytes: int
-    prolog_size: int
-    cold_bytes: int
-    rodata_bytes: int
-    alloc_slack: int
-    perf_score: float
-    aligned_loops: int
-    align_padding: int
-    cse_count: int
-    inline_count: int
-    text_salt: int
+    Every field is an ``int`` but ``perf_score``, a ``float``."""
+
+    __slots__ = ()
 
 
-class Change(NamedTuple):
-    """How a non-baseline codegen variant changes one method."""
+class Change(namedtuple("Change", ["kind", "amount", "salt"], defaults=(0, 0))):
+    """How a non-baseline codegen variant changes one method: ``kind`` (str) is "none",
+    "improvement", "regression", "text" or "perf"; ``amount`` and ``salt`` are ints."""
 
-    kind: str  # "none", "improvement", "regression", "text", "perf"
-    amount: int = 0
-    salt: int = 0
+    __slots__ = ()
 
 
 def variant_change(context: MethodContext, variant: str) -> Change:

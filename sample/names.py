@@ -1,9 +1,12 @@
 """Realistic method names for generated collections."""
 from __future__ import annotations
 
-import random
-from dataclasses import dataclass
-from typing import List, Tuple
+from .plain import FrozenRecord
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import random
+    from typing import List, Tuple
 
 _NAMESPACES = {
     "libraries": ["System", "System.Collections.Generic", "System.Linq", "System.Text", "System.IO",
@@ -134,17 +137,22 @@ def il_type(jit_type: str) -> str:
     return "%s %s" % (kind, jit_type)
 
 
-@dataclass(frozen=True)
-class MethodShape:
-    """A method full name (``Class:Method[inst](args)[:ret][:this]``) taken apart."""
+class MethodShape(FrozenRecord):
+    """A method full name (``Class:Method[inst](args)[:ret][:this]``) taken apart: ``method`` is the
+    bare name, without instantiation; ``args`` are spelled as the JIT spells them."""
 
+    __slots__ = ("class_name", "method", "class_inst", "method_inst", "args", "return_type", "instance")
     class_name: str
-    method: str                 # the bare name, without instantiation
+    method: str
     class_inst: Tuple[str, ...]
     method_inst: Tuple[str, ...]
-    args: Tuple[str, ...]       # as the JIT spells them
+    args: Tuple[str, ...]
     return_type: str
     instance: bool
+
+    def __init__(self, class_name: str, method: str, class_inst: Tuple[str, ...], method_inst: Tuple[str, ...],
+                 args: Tuple[str, ...], return_type: str, instance: bool) -> None:
+        self._init(class_name, method, class_inst, method_inst, args, return_type, instance)
 
     def map_name(self) -> str:
         """mcs -dumpMap's `method name` field: ``<class>:<method>``."""

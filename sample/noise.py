@@ -20,12 +20,14 @@ When the folder cannot be written the key is the process id (noisy, not reproduc
 """
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass, field
-from typing import Dict, Iterable, Mapping, Optional, Tuple
 
 from .model import METRIC_NAMES, mix, string_seed
+from .plain import FrozenRecord
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Iterable, Mapping, Optional, Tuple
 
 NOISE_RUN_ENV = "SPMI_SAMPLE_NOISE_RUN"
 INSTRUCTIONS = "instructions"
@@ -34,13 +36,16 @@ NOISY_METRICS = tuple(METRIC_NAMES) + (INSTRUCTIONS,)
 _RESOLUTION = 1000000
 
 
-@dataclass(frozen=True)
-class NoiseConfig:
+class NoiseConfig(FrozenRecord):
     """Amplitudes (metric -> percent), the seed and the run counter folder."""
 
-    amplitudes: Mapping[str, float] = field(default_factory=dict)
-    seed: int = 0
-    runs_dir: str = ""
+    __slots__ = ("amplitudes", "seed", "runs_dir")
+    amplitudes: Mapping[str, float]
+    seed: int
+    runs_dir: str
+
+    def __init__(self, amplitudes: Optional[Mapping[str, float]] = None, seed: int = 0, runs_dir: str = "") -> None:
+        self._init({} if amplitudes is None else amplitudes, seed, runs_dir)
 
     @property
     def enabled(self) -> bool:
@@ -143,6 +148,8 @@ def read_pintool_config(path: Optional[str]) -> NoiseConfig:
         return NoiseConfig()
     for line in lines[1:]:
         if line.startswith(b"{"):
+            import json
+
             try:
                 data = json.loads(line.decode("utf-8"))
             except ValueError:

@@ -13,7 +13,10 @@ import os
 import signal
 import subprocess
 import sys
-from typing import List, Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional
 
 PIN_ENV = "SPMI_SAMPLE_PINTOOL"
 PINTOOL_MAGIC = b"\x7fSPMI-SAMPLE-PINTOOL\n"

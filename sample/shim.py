@@ -17,14 +17,17 @@ a process that dies while writing leaves a truncated last record.
 from __future__ import annotations
 
 import binascii
-import hashlib
-import json
 import os
-from pathlib import Path
-from typing import IO, Optional
 
 from .context import MethodContext, encode_context
 from .mchfile import encode_record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import IO, Optional
+
+    from .plain import PathLike
 
 SHIM_MAGIC = b"\x7fSPMI-SAMPLE-SHIM\n"
 SHIM_PATH_ENV = "SuperPMIShimPath"
@@ -39,10 +42,14 @@ def shim_file_name(os_name: str) -> str:
 
 
 def encode_shim() -> bytes:
+    import json
+
     return SHIM_MAGIC + json.dumps({"kind": "superpmi-shim-collector"}).encode("ascii") + b"\n"
 
 
-def write_shim(path: Path) -> Path:
+def write_shim(path: PathLike) -> Path:
+    from pathlib import Path
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(encode_shim())
@@ -55,6 +62,8 @@ def is_shim(data: bytes) -> bool:
 
 def compile_result_bytes(context: MethodContext) -> bytes:
     """A recorded compile result (deterministic; ``mcs -thin`` drops it)."""
+    import hashlib
+
     seed = hashlib.sha256(("%s|%s|%d" % (context.name, context.tier, context.il_size)).encode("utf-8")).digest()
     return (seed * 3)[:16 + min(context.il_size, 80)]
 
@@ -62,9 +71,9 @@ def compile_result_bytes(context: MethodContext) -> bytes:
 class McWriter:
     """One process's ``.mc`` file, created on the first record."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: PathLike) -> None:
         self.log_dir = log_dir
-        self.path: Optional[Path] = None
+        self.path: Optional[str] = None
         self._stream: Optional[IO[bytes]] = None
         self.records = 0
 
@@ -72,9 +81,9 @@ class McWriter:
         if self._stream is None:
             while True:
                 name = binascii.hexlify(os.urandom(8)).decode("ascii") + ".mc"
-                candidate = self.log_dir / name
+                candidate = os.path.join(self.log_dir, name)
                 try:
-                    fd = os.open(str(candidate), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                    fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
                                  0o644)
                 except FileExistsError:
                     continue

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Dict, List, Optional, Tuple
 
 from .jitfile import shared_library_suffix
 from .mchfile import parse_mcl_text
+from .plain import Record, read_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 #: switch names in matching order
 SWITCH_ORDER = [
@@ -75,34 +77,50 @@ class UsageError(Exception):
         self.extra = extra or []
 
 
-@dataclass
-class Options:
-    apply_diff: bool = False
-    verbosity: str = "ewminv"
-    verbosity_given: bool = False
-    fail_mcl: Optional[str] = None
-    details: Optional[str] = None
-    compile_list: Optional[List[int]] = None
-    match_hash: Optional[str] = None
-    parallel: bool = False
-    workers: Optional[int] = None
-    repro_prefix: Optional[str] = None
-    forced1: Dict[str, str] = field(default_factory=dict)
-    plain1: Dict[str, str] = field(default_factory=dict)
-    forced2: Dict[str, str] = field(default_factory=dict)
-    plain2: Dict[str, str] = field(default_factory=dict)
-    target: Optional[str] = None
-    failure_limit: int = 0
-    log_file: Optional[str] = None
-    break_on_error: bool = False
-    break_on_assert: bool = False
-    ignore_stored: bool = False
-    repeat_count: int = 1
-    stride: Optional[Tuple[int, int]] = None
-    jits: List[str] = field(default_factory=list)
-    input: Optional[str] = None
-    #: the arguments a parallel parent passes on to its workers
-    worker_args: List[str] = field(default_factory=list)
+class Options(Record):
+    """What superpmi's command line asks for (:func:`parse_args`)."""
+
+    __slots__ = ("apply_diff", "verbosity", "verbosity_given", "fail_mcl", "details", "compile_list", "match_hash",
+                 "parallel", "workers", "repro_prefix", "forced1", "plain1", "forced2", "plain2", "target",
+                 "failure_limit", "log_file", "break_on_error", "break_on_assert", "ignore_stored", "repeat_count",
+                 "stride", "jits", "input", "worker_args")
+
+    def __init__(self, apply_diff: bool = False, verbosity: str = "ewminv", verbosity_given: bool = False,
+                 fail_mcl: Optional[str] = None, details: Optional[str] = None,
+                 compile_list: Optional[List[int]] = None, match_hash: Optional[str] = None, parallel: bool = False,
+                 workers: Optional[int] = None, repro_prefix: Optional[str] = None,
+                 forced1: Optional[Dict[str, str]] = None, plain1: Optional[Dict[str, str]] = None,
+                 forced2: Optional[Dict[str, str]] = None, plain2: Optional[Dict[str, str]] = None,
+                 target: Optional[str] = None, failure_limit: int = 0, log_file: Optional[str] = None,
+                 break_on_error: bool = False, break_on_assert: bool = False, ignore_stored: bool = False,
+                 repeat_count: int = 1, stride: Optional[Tuple[int, int]] = None, jits: Optional[List[str]] = None,
+                 input: Optional[str] = None, worker_args: Optional[List[str]] = None) -> None:
+        self.apply_diff = apply_diff
+        self.verbosity = verbosity
+        self.verbosity_given = verbosity_given
+        self.fail_mcl = fail_mcl
+        self.details = details
+        self.compile_list = compile_list
+        self.match_hash = match_hash
+        self.parallel = parallel
+        self.workers = workers
+        self.repro_prefix = repro_prefix
+        self.forced1: Dict[str, str] = {} if forced1 is None else forced1
+        self.plain1: Dict[str, str] = {} if plain1 is None else plain1
+        self.forced2: Dict[str, str] = {} if forced2 is None else forced2
+        self.plain2: Dict[str, str] = {} if plain2 is None else plain2
+        self.target = target
+        self.failure_limit = failure_limit
+        self.log_file = log_file
+        self.break_on_error = break_on_error
+        self.break_on_assert = break_on_assert
+        self.ignore_stored = ignore_stored
+        self.repeat_count = repeat_count
+        self.stride = stride
+        self.jits: List[str] = [] if jits is None else jits
+        self.input = input
+        #: the arguments a parallel parent passes on to its workers
+        self.worker_args: List[str] = [] if worker_args is None else worker_args
 
 
 def match_switch(text: str) -> Optional[str]:
@@ -145,7 +163,7 @@ def parse_compile_list(text: str) -> List[int]:
                 raise UsageError("Invalid range in '%s'" % part, show_help=False, extra=[invalid])
     else:
         try:
-            numbers = parse_mcl_text(Path(text).read_text(encoding="ascii", errors="replace"))
+            numbers = parse_mcl_text(read_text(text, encoding="ascii", errors="replace"))
         except (OSError, ValueError):
             raise UsageError("Unable to read method context list '%s'" % text, show_help=False, extra=[invalid]) from None
     check_increasing(numbers, invalid)

@@ -6,12 +6,8 @@ the toolchain settings (JIT-EE GUID, host architecture).
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Dict, Iterator, List, Optional, Set
 
 from .context import PayloadError, decode_context
 from .coredistools import CoreDisToolsLoadError, load_coredistools
@@ -22,15 +18,20 @@ from .mchfile import (
     RecordRef,
     find_toc,
     format_mcl,
-    mch_for_toc_input,
+    mch_paths_for_toc,
     record_at,
     record_bytes,
     record_payload,
     scan_records,
 )
 from .noise import config_from, prepare_run, read_pintool_config
+from .plain import Record, parent_dir, path_suffix, path_text, read_bytes, read_text, with_suffix
 from .superpmi_args import Options, UsageError, parse_args
 from .superpmi_output import Console, diff_header, diff_row, print_help, replay_header, replay_row, summary_line
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Dict, Iterator, List, Optional, Set
 
 START_COST_ENV = "SPMI_SAMPLE_START_MS"
 COMPILE_COST_ENV = "SPMI_SAMPLE_COMPILE_US"
@@ -85,35 +86,48 @@ class CostModel:
             self.debt -= time.perf_counter() - started
 
 
-@dataclass
-class Counters:
-    loaded: int = 0
-    jitted: int = 0
-    failed: int = 0
-    excluded: int = 0
-    missing: int = 0
-    diffs: int = 0
-    errors: int = 0
-    failures_jit1: int = 0
-    failures_jit2: int = 0
+class Counters(Record):
+    """The counts of one replay (its summary line and exit code)."""
+
+    __slots__ = ("loaded", "jitted", "failed", "excluded", "missing", "diffs", "errors", "failures_jit1",
+                 "failures_jit2")
+
+    def __init__(self, loaded: int = 0, jitted: int = 0, failed: int = 0, excluded: int = 0, missing: int = 0,
+                 diffs: int = 0, errors: int = 0, failures_jit1: int = 0, failures_jit2: int = 0) -> None:
+        self.loaded = loaded
+        self.jitted = jitted
+        self.failed = failed
+        self.excluded = excluded
+        self.missing = missing
+        self.diffs = diffs
+        self.errors = errors
+        self.failures_jit1 = failures_jit1
+        self.failures_jit2 = failures_jit2
 
 
-@dataclass
-class Run:
+class Run(Record):
     """State of one replay."""
 
-    options: Options
-    console: Console
-    settings: Dict[str, str]
-    data: bytes = b""
-    jit_paths: List[str] = field(default_factory=list)
-    jits: List[JitInstance] = field(default_factory=list)
-    counters: Counters = field(default_factory=Counters)
-    fail_list: List[int] = field(default_factory=list)
-    fail_file: Optional[IO[bytes]] = None
-    details: Optional[IO[bytes]] = None
-    excluded_hashes: Set[str] = field(default_factory=set)
-    costs: CostModel = field(default_factory=CostModel)
+    __slots__ = ("options", "console", "settings", "data", "jit_paths", "jits", "counters", "fail_list",
+                 "fail_file", "details", "excluded_hashes", "costs")
+
+    def __init__(self, options: Options, console: Console, settings: Dict[str, str], data: bytes = b"",
+                 jit_paths: Optional[List[str]] = None, jits: Optional[List[JitInstance]] = None,
+                 counters: Optional[Counters] = None, fail_list: Optional[List[int]] = None,
+                 fail_file: Optional[IO[bytes]] = None, details: Optional[IO[bytes]] = None,
+                 excluded_hashes: Optional[Set[str]] = None, costs: Optional[CostModel] = None) -> None:
+        self.options = options
+        self.console = console
+        self.settings = settings
+        self.data = data
+        self.jit_paths: List[str] = [] if jit_paths is None else jit_paths
+        self.jits: List[JitInstance] = [] if jits is None else jits
+        self.counters = Counters() if counters is None else counters
+        self.fail_list: List[int] = [] if fail_list is None else fail_list
+        self.fail_file = fail_file
+        self.details = details
+        self.excluded_hashes: Set[str] = set() if excluded_hashes is None else excluded_hashes
+        self.costs = CostModel() if costs is None else costs
 
     @property
     def target_arch(self) -> str:
@@ -189,21 +203,21 @@ def resolve_jits(run: Run) -> List[str]:
     options = run.options
     if options.jits:
         return list(options.jits)
-    here = Path(run.settings["program"]).resolve().parent
+    here = parent_dir(run.settings["program"])
     host = host_os()
     name = jit_file_name(host, host, run.settings["host_arch"], run.target_arch)
-    default = here / name
-    if not default.is_file():
+    default = os.path.join(here, name)
+    if not os.path.isfile(default):
         raise FatalExit(-1, "Missing name of a Jit.")
     run.console.info("Using default JIT: %s" % default)
-    return [str(default)]
+    return [default]
 
 
-def resolve_input(path_text: str) -> Path:
-    path = Path(path_text)
-    if path.suffix.lower() == ".mct":
-        for candidate in mch_for_toc_input(path):
-            if candidate.is_file():
+def resolve_input(text: str) -> str:
+    path = path_text(text)
+    if path_suffix(path).lower() == ".mct":
+        for candidate in mch_paths_for_toc(path):
+            if os.path.isfile(candidate):
                 return candidate
     return path
 
@@ -217,17 +231,17 @@ def create_output(path_text: Optional[str]) -> Optional[IO[bytes]]:
         raise FatalExit(-1, "Could not create file %s" % path_text) from None
 
 
-def load_exclusions(mch: Path) -> Set[str]:
-    for candidate in (mch.with_name(mch.name + ".exc"), mch.with_suffix(".exc")):
-        if candidate.is_file():
+def load_exclusions(mch: str) -> Set[str]:
+    for candidate in (mch + ".exc", with_suffix(mch, ".exc")):
+        if os.path.isfile(candidate):
             try:
-                return set(candidate.read_text(encoding="ascii", errors="replace").lower().split())
+                return set(read_text(candidate, encoding="ascii", errors="replace").lower().split())
             except OSError:
                 return set()
     return set()
 
 
-def selected_records(run: Run, mch: Path) -> Iterator[RecordRef]:
+def selected_records(run: Run, mch: str) -> Iterator[RecordRef]:
     options = run.options
     wanted = set(options.compile_list) if options.compile_list else None
     last_wanted = max(wanted) if wanted else None
@@ -272,7 +286,7 @@ def replay(run: Run) -> int:
     run.fail_file = create_output(options.fail_mcl)
     run.details = create_output(options.details)
     try:
-        run.data = mch.read_bytes()
+        run.data = read_bytes(mch)
     except OSError:
         raise FatalExit(-1, "Failed to open input file '%s'." % options.input) from None
     run.excluded_hashes = load_exclusions(mch)
@@ -297,7 +311,7 @@ def replay(run: Run) -> int:
 
 def load_differ(run: Run) -> None:
     """-a: the near-differ loads coredistools from superpmi's own directory before the first context."""
-    here = Path(run.settings["program"]).resolve().parent
+    here = parent_dir(run.settings["program"])
     try:
         load_coredistools(here, host_os())
     except CoreDisToolsLoadError as error:
@@ -329,7 +343,7 @@ def prepare_noise_run(options: Options) -> None:
     configs = [read_pintool_config(os.environ.get(PIN_ENV))]
     for path in options.jits[:2]:
         try:
-            spec = read_jit(Path(path))
+            spec = read_jit(path)
         except (OSError, NotAJit):
             continue
         configs.append(config_from({"noise": spec.noise, "noise_seed": spec.noise_seed, "noise_runs": spec.noise_runs}))
@@ -351,7 +365,7 @@ def ensure_jits_loaded(run: Run) -> None:
         paths = [paths[0], paths[0]]
     for index, path in enumerate(paths):
         try:
-            spec = load_jit(Path(path), run.settings["guid"])
+            spec = load_jit(path, run.settings["guid"])
         except JitLoadError as error:
             raise FatalExit(-2, str(error)) from None
         run.jits.append(JitInstance(path, spec, sources[index], under_pin, index + 1, pin_noise))
@@ -403,6 +417,8 @@ def act_out(run: Run, action: str) -> None:
         if stream is not None:
             stream.flush()
     if action == "crash":
+        import signal
+
         if hasattr(signal, "SIGSEGV") and os.name != "nt":
             signal.signal(signal.SIGSEGV, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGSEGV)

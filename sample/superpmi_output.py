@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import IO, List, Optional
 
 from .model import METRICS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, List, Optional
 
 #: message class -> (verbosity letter, prefix, goes to stderr)
 _CLASSES = {

@@ -8,35 +8,41 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Dict, List, Optional, Sequence
 
 from .mchfile import format_mcl, parse_mcl_text
+from .plain import Record, path_text, read_bytes, write_bytes
 from .superpmi_args import MAX_WORKERS, Options
 from .superpmi_output import Console, summary_line
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Sequence
 
 HELP_FIRST_LINE = b"SuperPMI is a JIT compiler testing tool."
 _STATUS = re.compile(r"^Loaded (\d+)  Jitted (\d+)  FailedCompile (\d+) Excluded (\d+) Missing (\d+)(?: Diffs (\d+))?\s*$")
 
 
-@dataclass
-class WorkerFiles:
-    mcl: Path
-    details: Path
-    stdout: Path
-    stderr: Path
+class WorkerFiles(Record):
+    """The files of one worker, in the temporary folder."""
 
-    def all(self) -> List[Path]:
+    __slots__ = ("mcl", "details", "stdout", "stderr")
+
+    def __init__(self, mcl: str, details: str, stdout: str, stderr: str) -> None:
+        self.mcl = mcl
+        self.details = details
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def all(self) -> List[str]:
         return [self.mcl, self.details, self.stdout, self.stderr]
 
 
-def worker_files(directory: Path, tag: str, index: int) -> WorkerFiles:
+def worker_files(directory: str, tag: str, index: int) -> WorkerFiles:
     return WorkerFiles(
-        directory / ("ParallelSuperPMI-%s-%d.mcl" % (tag, index)),
-        directory / ("ParallelSuperPMI-Details-%s-%d.csv" % (tag, index)),
-        directory / ("ParallelSuperPMI-stdout-%s-%d.txt" % (tag, index)),
-        directory / ("ParallelSuperPMI-stderr-%s-%d.txt" % (tag, index)),
+        os.path.join(directory, "ParallelSuperPMI-%s-%d.mcl" % (tag, index)),
+        os.path.join(directory, "ParallelSuperPMI-Details-%s-%d.csv" % (tag, index)),
+        os.path.join(directory, "ParallelSuperPMI-stdout-%s-%d.txt" % (tag, index)),
+        os.path.join(directory, "ParallelSuperPMI-stderr-%s-%d.txt" % (tag, index)),
     )
 
 
@@ -96,7 +102,7 @@ def _run(options: Options, settings: Dict[str, str], console: Console) -> int:
     count = options.workers or min(os.cpu_count() or 1, MAX_WORKERS)
     if not _create(options.fail_mcl, console) or not _create(options.details, console):
         return -1
-    directory = Path(tempfile.gettempdir())
+    directory = path_text(tempfile.gettempdir())
     tag = uuid.uuid4().hex[:12]
     files = [worker_files(directory, tag, index) for index in range(1, count + 1)]
     processes = []
@@ -106,9 +112,9 @@ def _run(options: Options, settings: Dict[str, str], console: Console) -> int:
             command = worker_command(settings["program"]) + ["-v", "ewmin"] + options.worker_args
             command += ["-stride", str(index), str(count)]
             if options.fail_mcl:
-                command += ["-f", str(worker.mcl)]
+                command += ["-f", worker.mcl]
             if options.details:
-                command += ["-details", str(worker.details)]
+                command += ["-details", worker.details]
             try:
                 out = open(worker.stdout, "wb")
                 err = open(worker.stderr, "wb")
@@ -137,14 +143,14 @@ def _run(options: Options, settings: Dict[str, str], console: Console) -> int:
         for worker in files:
             for path in worker.all():
                 try:
-                    path.unlink()
+                    os.unlink(path)
                 except OSError:
                     pass
 
 
-def _read(path: Path) -> bytes:
+def _read(path: str) -> bytes:
     try:
-        return path.read_bytes()
+        return read_bytes(path)
     except OSError:
         return b""
 
@@ -183,14 +189,14 @@ def merge_outputs(options: Options, files: List[WorkerFiles], console: Console, 
         numbers = set()
         for worker in files:
             numbers.update(parse_mcl_text(_read(worker.mcl).decode("ascii", "replace")))
-        Path(options.fail_mcl).write_bytes(format_mcl(sorted(numbers)))
+        write_bytes(options.fail_mcl, format_mcl(sorted(numbers)))
     if options.details:
-        merge_details(Path(options.details), [w.details for w in files])
+        merge_details(path_text(options.details), [w.details for w in files])
     diffs = totals[5] if (options.apply_diff or saw_diffs) else None
     console.info(summary_line(totals[0], totals[1], totals[2], totals[3], totals[4], diffs))
 
 
-def merge_details(target: Path, parts: List[Path]) -> None:
+def merge_details(target: str, parts: List[str]) -> None:
     header: Optional[bytes] = None
     rows: List[bytes] = []
     for part in parts:

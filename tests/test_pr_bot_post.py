@@ -3,7 +3,6 @@
 (Prism on loopback, docs/contracts.md §15)."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -36,7 +35,7 @@ def hostile_collection(store: Path) -> None:
     from sample.collection import generate_contexts, write_collection
     [path] = store.glob("*/windows/x64/libraries.pmi.windows.x64.checked.mch")
     contexts = generate_contexts("windows", "x64", 24, "libraries.pmi", 3)
-    renamed = [dataclasses.replace(c, name=HOSTILE_NAMES[i % 2].format(i=i)) for i, c in enumerate(contexts)]
+    renamed = [c.replace(name=HOSTILE_NAMES[i % 2].format(i=i)) for i, c in enumerate(contexts)]
     path.unlink()
     path.with_name(path.name + ".mct").unlink()
     write_collection(path, renamed)

@@ -2,7 +2,6 @@
 recognition and the codegen model (no processes)."""
 from __future__ import annotations
 
-import dataclasses
 import re
 import struct
 
@@ -261,7 +260,7 @@ def test_release_listing_has_the_short_footer(contexts):
 def test_layout_never_loses_instructions(contexts):
     spec = JitSpec("linux", "arm64", variant="x")
     for original in contexts[:200]:
-        context = dataclasses.replace(original, target_arch="arm64")
+        context = original.replace(target_arch="arm64")
         plan = plan_code(context, spec, Knobs())
         groups = layout_groups(context, plan)
         assert sum(g.instructions + g.aligns for g in groups) == plan.instr_count

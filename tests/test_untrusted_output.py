@@ -285,11 +285,10 @@ def test_log_values_are_one_line_and_blocks_keep_their_lines(tmp_path, capsys):
 def hostile_method_collection(directory: Path) -> Path:
     """A collection whose every third method is named `X:M()\\n\\u00a0::add-mask::…`: the diff JIT's details
     CSV and its listings disagree on such a name, so its batched listings are "not usable"."""
-    import dataclasses
 
     from sample.collection import generate_contexts, write_collection
     contexts = generate_contexts("linux", "x64", 60, "libraries.pmi", 7)
-    contexts = [dataclasses.replace(c, name=HOSTILE_METHOD) if i % 3 == 0 else c for i, c in enumerate(contexts)]
+    contexts = [c.replace(name=HOSTILE_METHOD) if i % 3 == 0 else c for i, c in enumerate(contexts)]
     directory.mkdir(parents=True)
     return write_collection(directory / "libraries.pmi.linux.x64.checked.mch", contexts).path
 
