@@ -66,9 +66,10 @@ def compile_the_checkout() -> None:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: two workers per CPU. Most tests wait on the processes they start (the sample tools,
-    Azurite, a throttled download, a timeout), so one worker per CPU left a third of the CPU idle."""
-    return 2 * (os.cpu_count() or 1)
+    """`-n auto`: one worker more than the CPUs. Most tests wait on the processes they start (the
+    sample tools, Azurite, a throttled download, a timeout), so one worker per CPU left CPU idle;
+    two per CPU cost more CPU than they won (each worker starts its own Azurite and Chromium)."""
+    return (os.cpu_count() or 1) + 1
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
