@@ -59,16 +59,7 @@ class MethodSpec(Record):
     def __init__(self, name: str, il_size: int, calls: int = 1, loops: int = 0, hot_loop: bool = False,
                  r2r: bool = False, replay_fault: str = "", extra_queries: bool = False, crash: bool = False,
                  uses: str = "") -> None:
-        self.name = name
-        self.il_size = il_size
-        self.calls = calls
-        self.loops = loops
-        self.hot_loop = hot_loop
-        self.r2r = r2r
-        self.replay_fault = replay_fault
-        self.extra_queries = extra_queries
-        self.crash = crash
-        self.uses = uses
+        self._init(name, il_size, calls, loops, hot_loop, r2r, replay_fault, extra_queries, crash, uses)
 
 
 class AssemblySpec(Record):

@@ -71,14 +71,7 @@ class Features(Record):
 
     def __init__(self, blocks: int = 1, loops: int = 0, cse: int = 0, inlinees: int = 0, calls: int = 0,
                  eh: int = 0, args: int = 0, locals: int = 0) -> None:
-        self.blocks = blocks
-        self.loops = loops
-        self.cse = cse
-        self.inlinees = inlinees
-        self.calls = calls
-        self.eh = eh
-        self.args = args
-        self.locals = locals
+        self._init(blocks, loops, cse, inlinees, calls, eh, args, locals)
 
 
 class MethodContext(Record):

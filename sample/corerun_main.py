@@ -62,10 +62,7 @@ class LoadedJit(Record):
 
     def __init__(self, path: PathLike, spec: JitSpec, settings: RuntimeSettings,
                  recorder: Optional[McWriter] = None) -> None:
-        self.path = path
-        self.spec = spec
-        self.settings = settings
-        self.recorder = recorder
+        self._init(path, spec, settings, recorder)
 
     def compile(self, compilation: Compilation) -> None:
         context = recorded_context(compilation, self.spec, self.settings)

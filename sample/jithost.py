@@ -41,10 +41,7 @@ class ConfigSource(Record):
 
     def __init__(self, forced: Dict[str, str], plain: Dict[str, str], ignore_stored: bool,
                  environ: Mapping[str, str]) -> None:
-        self.forced = forced
-        self.plain = plain
-        self.ignore_stored = ignore_stored
-        self.environ = environ
+        self._init(forced, plain, ignore_stored, environ)
 
     def get(self, key: str, stored: Mapping[str, str]) -> Optional[str]:
         if key in self.forced:
@@ -92,15 +89,7 @@ class Outcome(Record):
     def __init__(self, result: str, plan: Optional[CodePlan] = None, metrics: Optional[Tuple[object, ...]] = None,
                  reported_name: str = "", reported_tier: str = "", instructions: int = 0, assert_text: str = "",
                  missing_text: str = "", action: str = "") -> None:
-        self.result = result
-        self.plan = plan
-        self.metrics = metrics
-        self.reported_name = reported_name
-        self.reported_tier = reported_tier
-        self.instructions = instructions
-        self.assert_text = assert_text
-        self.missing_text = missing_text
-        self.action = action
+        self._init(result, plan, metrics, reported_name, reported_tier, instructions, assert_text, missing_text, action)
 
     def code_identity(self) -> object:
         return self.plan

@@ -40,12 +40,7 @@ class Group(Record):
 
     def __init__(self, index: int, instructions: int, size: int = 0, weight: str = "1", perf: float = 0.0,
                  align_pads: Optional[List[int]] = None) -> None:
-        self.index = index
-        self.instructions = instructions
-        self.size = size
-        self.weight = weight
-        self.perf = perf
-        self.align_pads: List[int] = [] if align_pads is None else align_pads
+        self._init(index, instructions, size, weight, perf, [] if align_pads is None else align_pads)
 
     @property
     def aligns(self) -> int:

@@ -34,6 +34,13 @@ class Record:
         slots: Tuple[str, ...] = cls.__slots__
         cls._fields = tuple(name for name in slots if name not in cls._derived)
 
+    def _init(self, *values: Any) -> None:
+        """Set the fields, in ``__slots__`` order (what ``__init__`` calls with its parameters)."""
+        if len(values) != len(self._fields):
+            raise TypeError("%s takes %d fields, not %d" % (self.__class__.__name__, len(self._fields), len(values)))
+        for name, value in zip(self._fields, values):
+            object.__setattr__(self, name, value)
+
     def _values(self) -> Tuple[Any, ...]:
         return tuple(getattr(self, name) for name in self._fields)
 
@@ -56,14 +63,10 @@ class Record:
 
 
 class FrozenRecord(Record):
-    """A record whose fields are set once, by ``__init__`` calling :meth:`_init`; hashable.
+    """A record whose fields are set once, by ``__init__`` calling :meth:`Record._init`; hashable.
     A subclass also annotates its fields in the class body (for type checkers)."""
 
     __slots__ = ()
-
-    def _init(self, *values: Any) -> None:
-        for name, value in zip(self._fields, values):
-            object.__setattr__(self, name, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("cannot assign to field '%s'" % name)

@@ -94,15 +94,7 @@ class Counters(Record):
 
     def __init__(self, loaded: int = 0, jitted: int = 0, failed: int = 0, excluded: int = 0, missing: int = 0,
                  diffs: int = 0, errors: int = 0, failures_jit1: int = 0, failures_jit2: int = 0) -> None:
-        self.loaded = loaded
-        self.jitted = jitted
-        self.failed = failed
-        self.excluded = excluded
-        self.missing = missing
-        self.diffs = diffs
-        self.errors = errors
-        self.failures_jit1 = failures_jit1
-        self.failures_jit2 = failures_jit2
+        self._init(loaded, jitted, failed, excluded, missing, diffs, errors, failures_jit1, failures_jit2)
 
 
 class Run(Record):

@@ -28,10 +28,7 @@ class WorkerFiles(Record):
     __slots__ = ("mcl", "details", "stdout", "stderr")
 
     def __init__(self, mcl: str, details: str, stdout: str, stderr: str) -> None:
-        self.mcl = mcl
-        self.details = details
-        self.stdout = stdout
-        self.stderr = stderr
+        self._init(mcl, details, stdout, stderr)
 
     def all(self) -> List[str]:
         return [self.mcl, self.details, self.stdout, self.stderr]
