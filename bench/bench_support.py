@@ -33,6 +33,16 @@ def work_folder(keep: Optional[str], prefix: str) -> Iterator[Path]:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def children_cpu() -> float:
+    """User + system CPU seconds of every finished child process (0 where unsupported)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def load_average() -> str:
     """The 1, 5 and 15 minute load averages, for the printed figures ("n/a" where unknown)."""
     try:

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Callable, List, Tuple
 
-from bench_support import ROOT, make_sample_toolchain, work_folder
+from bench_support import ROOT, children_cpu, make_sample_toolchain, work_folder
 
 sys.path.insert(0, str(ROOT))
 
@@ -61,16 +61,6 @@ def bytecode_env(work: Path, toolchain: Path) -> dict:
     subprocess.run([sys.executable, "-m", "compileall", "-q", *sources], env=env, check=True,
                    stdout=subprocess.DEVNULL)
     return env
-
-
-def children_cpu() -> float:
-    """User + system CPU seconds of every finished child process (0 where unsupported)."""
-    try:
-        import resource
-    except ImportError:  # Windows
-        return 0.0
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def measured(action: Callable[[], float]) -> Tuple[float, float]:

@@ -19,17 +19,15 @@ import sys
 from pathlib import Path
 from typing import List, Sequence, Tuple
 
-from bench_support import load_average, make_sample_toolchain, work_folder
+from bench_support import children_cpu, load_average, make_sample_toolchain, work_folder
 
 
 def child_cpu_ms(argv: Sequence[str], runs: int) -> float:
     """Mean user + system CPU milliseconds of `argv` run `runs` times (its output discarded)."""
-    total = 0.0
+    before = children_cpu()
     for _ in range(runs):
-        proc = subprocess.Popen(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, _, usage = os.wait4(proc.pid, 0)
-        total += usage.ru_utime + usage.ru_stime
-    return total / runs * 1000
+        subprocess.run(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return (children_cpu() - before) / runs * 1000
 
 
 def commands(toolchain: Path) -> List[Tuple[str, List[str]]]:
@@ -55,7 +53,7 @@ def main() -> int:
     parser.add_argument("--keep", help="make the toolchain in this folder and leave it there")
     args = parser.parse_args()
     if os.name == "nt":
-        print("sample_tool_start.py: needs os.wait4 (Linux or macOS)", file=sys.stderr)
+        print("sample_tool_start.py: needs the CPU time of child processes (Linux or macOS)", file=sys.stderr)
         return 1
     with work_folder(args.keep, "spmi-bench-start-") as work:
         toolchain = work / "toolchain"
