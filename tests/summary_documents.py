@@ -26,10 +26,17 @@ def asm_document(metric_totals: Any = None, collection: str = "a.mch", target_os
 
 def tpdiff_document(collection_name: str = "a.mch") -> Dict[str, Any]:
     """A tpdiff summary of one collection (two contexts), with a measured noise floor."""
+    return metric_document("tpdiff", collection_name)
+
+
+def metric_document(kind: str, collection_name: str = "a.mch") -> Dict[str, Any]:
+    """A tpdiff (instructions) or memdiff (BytesAllocated) summary of one collection (two contexts), with a
+    measured noise floor."""
+    focus = model.INSTRUCTIONS if kind == "tpdiff" else model.BYTES_ALLOCATED
     table = details.parse_details("\n".join([
-        HEADER, '1,100,"C:M1()",FullOpts,Success,Success,False,False,1000,1100,50,50',
+        HEADER, '1,100,"C:M1()",FullOpts,Success,Success,False,False,1000,1100,50,55',
         '2,100,"C:M2()",Tier0,Success,Success,True,False,2000,1900,70,70']) + "\n", "t.csv")
-    collection = model.aggregate(collection_name, table.rows, [model.INSTRUCTIONS], model.INSTRUCTIONS)
-    run = model.MetricDiffRun(kind="tpdiff", focus=model.INSTRUCTIONS, collections=[collection], noise_k=3.0)
-    collection.noise = {model.INSTRUCTIONS: {"Overall": 0.5, "MinOpts": 0.5, "FullOpts": 0.5}}
+    collection = model.aggregate(collection_name, table.rows, [focus], focus)
+    run = model.MetricDiffRun(kind=kind, focus=focus, collections=[collection], noise_k=3.0)
+    collection.noise = {focus: {"Overall": 0.5, "MinOpts": 0.5, "FullOpts": 0.5}}
     return json.loads(json.dumps(model.run_to_json(run), allow_nan=False))

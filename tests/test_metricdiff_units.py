@@ -16,11 +16,11 @@ from typing import List, Optional, Sequence, Tuple
 import pytest
 
 from spmi.base.errors import SuiteError
-from spmi.commands import metricdiff, summarize
+from spmi.commands import metricdiff
 from spmi.formats import details
 from spmi.reports import metric_markdown as report
 from spmi.reports import metric_model as model
-from spmi.steps import outputs
+from spmi.steps import outputs, summary_render
 from spmi.storage import archives
 from spmi.tools import mcs, pintools
 from spmi.tools.superpmi_tool import JitPairOptions, RunOptions, SuperpmiInvocation
@@ -316,13 +316,13 @@ def test_merge_rejects_mixed_kinds_and_bad_documents():
     with pytest.raises(ValueError):
         model.run_from_json({"version": 99})
     with pytest.raises(SuiteError, match="is a tpdiff summary, not memdiff"):
-        summarize.merge_metric_summaries("memdiff", [(Path("x.json"), model.run_to_json(tp_run([])))])
+        summary_render.merge_metric_summaries("memdiff", [(Path("x.json"), model.run_to_json(tp_run([])))])
 
 
 def test_short_summary_path_next_to_long():
-    assert summarize.short_path_for(Path("/x/tpdiff_summary.md")) == Path("/x/tpdiff_short_summary.md")
-    assert summarize.short_path_for(Path("/x/memdiff_summary.3.md")) == Path("/x/memdiff_short_summary.3.md")
-    assert summarize.short_path_for(Path("/x/out.md")) == Path("/x/out_short.md")
+    assert summary_render.short_path_for(Path("/x/tpdiff_summary.md")) == Path("/x/tpdiff_short_summary.md")
+    assert summary_render.short_path_for(Path("/x/memdiff_summary.3.md")) == Path("/x/memdiff_short_summary.3.md")
+    assert summary_render.short_path_for(Path("/x/out.md")) == Path("/x/out_short.md")
 
 
 def test_summary_paths_share_the_unique_index(tmp_path):

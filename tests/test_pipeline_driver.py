@@ -15,8 +15,11 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List
 
+from summary_documents import asm_document, metric_document
+
 from spmi.pipeline import common as pipeline
 from spmi.pipeline import workitem
+from spmi.steps import summary_render
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER_SCRIPTS = ("superpmi_asmdiffs.py",)
@@ -30,6 +33,10 @@ with open(os.environ["FAKE_CALLS"], "a") as calls:
     calls.write(json.dumps(argv) + "\n")
 def value(flag):
     return argv[argv.index(flag) + 1] if flag in argv else None
+def summary(kind):  # a real JSON summary of `kind` whose one collection is named after the scenario
+    if scenario == "foreign_json":
+        return json.dumps({"summary_type": "tpdiff" if kind == "asmdiffs" else "asmdiffs"})
+    return (Path(os.environ["FAKE_SUMMARIES"]) / (kind + "_" + scenario + ".json")).read_text()
 command = argv[0]
 if value("-log_file"):
     Path(value("-log_file")).write_text("log of " + command + "\n")
@@ -40,10 +47,10 @@ if scenario == "download_fails" and "-mch_files" not in argv:  # a diff type dow
     sys.exit(1)
 if command == "asmdiffs":
     spmi = Path(value("-spmi_location"))
-    if scenario in ("diffs", "assert", "gate"):
+    if scenario in ("diffs", "assert", "gate", "foreign_json"):
         (spmi / "asm.libraries.pmi" / "base").mkdir(parents=True, exist_ok=True)
         (spmi / "asm.libraries.pmi" / "base" / "12.dasm").write_text("; base listing\n")
-        (spmi / "diff_summary.json").write_text(json.dumps({"fake": True, "scenario": scenario}))
+        (spmi / "diff_summary.json").write_text(summary("asmdiffs"))
         (spmi / "diff_report.html").write_text("<!DOCTYPE html><title>report of " + scenario + "</title>")
     if scenario == "assert":
         print("============================== Assertions:")
@@ -51,18 +58,14 @@ if command == "asmdiffs":
         print("Error: replay failures in 1 collection")
         sys.exit(1)
     if scenario == "nodiffs":
-        (spmi / "diff_summary.json").write_text(json.dumps({"fake": True, "scenario": scenario}))
+        (spmi / "diff_summary.json").write_text(summary("asmdiffs"))
     sys.exit(0)
 if command in ("tpdiff", "memdiff"):
     spmi = Path(value("-spmi_location"))
-    (spmi / (command + "_summary.json")).write_text(json.dumps({"fake": True, "scenario": command}))
+    (spmi / (command + "_summary.json")).write_text(summary(command))
     if command == "memdiff" and scenario == "gate":
         print("Error: memory gate: a.mch Overall BytesAllocated grew by +40.00% (threshold 25%)")
         sys.exit(2)
-    sys.exit(0)
-if command == "summarize":
-    data = json.loads(Path(value("-summaries")).read_text())
-    Path(value("-output_long_summary_path")).write_text("summary of " + data["scenario"] + "\n")
     sys.exit(0)
 sys.exit(9)
 '''
@@ -90,14 +93,37 @@ def make_payload(root: Path, host_os: str = "linux") -> Path:
     return payload
 
 
+def write_fake_summaries(folder: Path, scenario: str) -> Path:
+    """The JSON summaries the stand-in writes for `scenario`: real ones, each of one collection named
+    `<scenario>.mch`."""
+    folder.mkdir(parents=True)
+    documents = {"asmdiffs": asm_document(collection=f"{scenario}.mch"),
+                 "tpdiff": metric_document("tpdiff", f"{scenario}.mch"),
+                 "memdiff": metric_document("memdiff", f"{scenario}.mch")}
+    for kind, document in documents.items():
+        (folder / f"{kind}_{scenario}.json").write_text(json.dumps(document))
+    return folder
+
+
+def rendered_as_summarize_would(upload: Path, kind: str, label: str) -> str:
+    """The long markdown `superpmi.py summarize` writes for the work item's uploaded JSON summary;
+    also checks that the short one lies beside the long one, as summarize leaves it."""
+    json_path = upload / f"superpmi_{kind}_summary_{label}.json"
+    rendered = summary_render.render_documents(kind, [(json_path, summary_render.load_json(json_path))])
+    assert (upload / f"superpmi_{kind}_short_summary_{label}.md").read_text() == rendered.short_text
+    return rendered.long_text
+
+
 def run_driver(tmp_path: Path, scenario: str, target_arch: str = "arm64", extra: List[str] = (),
                type_name: str = "asmdiffs") -> Dict[str, object]:
     payload = make_payload(tmp_path)
+    summaries = write_fake_summaries(tmp_path / "fake_summaries", scenario)
     upload = tmp_path / "upload"
     upload.mkdir(parents=True)
     calls = tmp_path / "calls.jsonl"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update({"FAKE_SCENARIO": scenario, "FAKE_CALLS": str(calls), "HELIX_CORRELATION_PAYLOAD": str(payload),
+    env.update({"FAKE_SCENARIO": scenario, "FAKE_CALLS": str(calls), "FAKE_SUMMARIES": str(summaries),
+                "HELIX_CORRELATION_PAYLOAD": str(payload),
                 "HELIX_WORKITEM_UPLOAD_ROOT": str(upload), "HELIX_PYTHONPATH": sys.executable})
     argv = [sys.executable, str(payload / "superpmi_asmdiffs.py"), "-base_jit_directory", str(payload / "base"),
             "-diff_jit_directory", str(payload / "diff"), "-log_directory", str(upload), "-arch", target_arch,
@@ -116,12 +142,15 @@ def test_clean_run_leaves_every_declared_file(tmp_path: Path) -> None:
     partition = pipeline.partition_for_target("linux", "arm64")
     for name in pipeline.declared_results(partition, pipeline.expand_types("asmdiffs")):
         assert (upload / name).is_file(), name
-    assert (upload / "superpmi_asmdiffs_summary_linux_arm64.md").read_text() == "summary of diffs\n"
-    assert json.loads((upload / "superpmi_asmdiffs_summary_linux_arm64.json").read_text())["fake"] is True
+    markdown = (upload / "superpmi_asmdiffs_summary_linux_arm64.md").read_text()
+    assert "diffs.mch" in markdown
+    assert markdown == rendered_as_summarize_would(upload, "asmdiffs", "linux_arm64")
+    uploaded = json.loads((upload / "superpmi_asmdiffs_summary_linux_arm64.json").read_text())
+    assert [c["name"] for c in uploaded["summary"]["collections"]] == ["diffs.mch"]
     assert "report of diffs" in (upload / "superpmi_asmdiffs_report_linux_arm64.html").read_text()
     with zipfile.ZipFile(upload / "Asmdiffs_linux_arm64.zip") as archive:
         assert archive.namelist() == ["asm.libraries.pmi/base/12.dasm"]
-    asmdiffs, summarize, download = result["calls"]  # asmdiffs downloads; the download step then checks
+    asmdiffs, download = result["calls"]  # asmdiffs downloads; the download step then checks
     jit = "libclrjit_universal_arm64_x64.so"
     assert download[:2] == ["download", "--no_progress"]
     assert download[download.index("-core_root") + 1] == str(payload)
@@ -136,7 +165,6 @@ def test_clean_run_leaves_every_declared_file(tmp_path: Path) -> None:
     assert "--summary_as_json" in asmdiffs
     assert [asmdiffs[i + 1] for i, a in enumerate(asmdiffs) if a == "-diff_jit_option"] == ["A=1", "B=2"]
     assert [asmdiffs[i + 1] for i, a in enumerate(asmdiffs) if a == "-base_jit_option"] == ["JitNoCSE=1"]
-    assert summarize[:3] == ["summarize", "-summary_type", "asmdiffs"]
     status = json.loads((upload / "superpmi_status_linux_arm64.json").read_text())
     assert status["ok"] is True and status["partition"] == "linux-arm64"
     assert status["baseline_hashes"] == {"asmdiffs": "abc123"}
@@ -149,7 +177,9 @@ def test_assert_fails_the_work_item_but_keeps_summaries(tmp_path: Path) -> None:
     result = run_driver(tmp_path, "assert")
     proc, upload = result["proc"], result["upload"]
     assert proc.returncode == 1
-    assert (upload / "superpmi_asmdiffs_summary_linux_arm64.md").read_text() == "summary of assert\n"
+    markdown = (upload / "superpmi_asmdiffs_summary_linux_arm64.md").read_text()
+    assert "assert.mch" in markdown
+    assert markdown == rendered_as_summarize_would(upload, "asmdiffs", "linux_arm64")
     status = json.loads((upload / "superpmi_status_linux_arm64.json").read_text())
     assert status["ok"] is False
     step = next(s for s in status["steps"] if s["name"] == "asmdiffs")
@@ -181,6 +211,21 @@ def test_no_diffs_zip_and_failed_download_placeholders(tmp_path: Path) -> None:
     assert any("linux.x64.checked.mch" in p for p in steps["asmdiffs"]["problems"]), steps["asmdiffs"]
 
 
+def test_a_summary_that_does_not_render_is_a_failed_markdown_step(tmp_path: Path) -> None:
+    result = run_driver(tmp_path, "foreign_json")
+    proc, upload = result["proc"], result["upload"]
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "work item linux-arm64 failed in: asmdiffs markdown" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert (upload / "superpmi_asmdiffs_summary_linux_arm64.md").read_text() == "<empty>"
+    status = json.loads((upload / "superpmi_status_linux_arm64.json").read_text())
+    failed = [s for s in status["steps"] if not s["ok"]]
+    json_path = upload / "superpmi_asmdiffs_summary_linux_arm64.json"
+    assert [(s["name"], s["problems"]) for s in failed] == [
+        ("asmdiffs markdown", [f"summary '{json_path}' is a tpdiff summary, not asmdiffs; "
+                               "pass -summary_type tpdiff or asmdiffs summaries"])]
+
+
 def test_a_failed_download_stops_the_types_after_the_first(tmp_path: Path) -> None:
     result = run_driver(tmp_path, "download_fails", type_name="all")
     assert result["proc"].returncode == 1
@@ -192,11 +237,11 @@ def test_a_failed_download_stops_the_types_after_the_first(tmp_path: Path) -> No
 def test_no_overlap_and_payload_collections_download_first(tmp_path: Path) -> None:
     no_overlap = run_driver(tmp_path / "a", "diffs", extra=["--no_overlap"])
     assert no_overlap["proc"].returncode == 0, no_overlap["proc"].stdout + no_overlap["proc"].stderr
-    assert [c[0] for c in no_overlap["calls"]] == ["download", "asmdiffs", "summarize"]
+    assert [c[0] for c in no_overlap["calls"]] == ["download", "asmdiffs"]
     staged = run_driver(tmp_path / "b", "diffs", extra=["-mch_files", "mch/a.mch"])
     assert staged["proc"].returncode == 0, staged["proc"].stdout + staged["proc"].stderr
-    assert [c[0] for c in staged["calls"]] == ["download", "asmdiffs", "summarize"]
-    assert all(c[c.index("-mch_files") + 1] == "mch/a.mch" for c in staged["calls"][:2])
+    assert [c[0] for c in staged["calls"]] == ["download", "asmdiffs"]
+    assert all(c[c.index("-mch_files") + 1] == "mch/a.mch" for c in staged["calls"])
 
 
 def test_all_types_release_jits_pin_and_the_memory_gate(tmp_path: Path) -> None:
@@ -205,8 +250,8 @@ def test_all_types_release_jits_pin_and_the_memory_gate(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "work item linux-arm64 failed in: memdiff (memory gate)" in proc.stdout + proc.stderr
     commands = [c[0] for c in result["calls"]]
-    assert commands == ["asmdiffs", "summarize", "download", "tpdiff", "summarize", "memdiff", "summarize"]
-    calls = {c[0]: c for c in result["calls"] if c[0] != "summarize"}
+    assert commands == ["asmdiffs", "download", "tpdiff", "memdiff"]
+    calls = {c[0]: c for c in result["calls"]}
     jit = "libclrjit_universal_arm64_x64.so"
     for name in ("tpdiff", "memdiff"):
         call = calls[name]
@@ -217,7 +262,13 @@ def test_all_types_release_jits_pin_and_the_memory_gate(tmp_path: Path) -> None:
     partition = pipeline.partition_for_target("linux", "arm64")
     for name in pipeline.declared_results(partition, pipeline.expand_types("all")):
         assert (upload / name).is_file(), name
-    assert (upload / "superpmi_memdiff_summary_linux_arm64.md").read_text() == "summary of memdiff\n"
+    for kind in ("asmdiffs", "tpdiff", "memdiff"):
+        markdown = (upload / f"superpmi_{kind}_summary_linux_arm64.md").read_text()
+        assert "gate.mch" in markdown
+        assert markdown == rendered_as_summarize_would(upload, kind, "linux_arm64")
+    steps = [s["name"] for s in json.loads((upload / "superpmi_status_linux_arm64.json").read_text())["steps"]]
+    assert steps == ["download", "asmdiffs", "asmdiffs markdown", "tpdiff", "tpdiff markdown", "memdiff",
+                     "memdiff markdown"]
     status = json.loads((upload / "superpmi_status_linux_arm64.json").read_text())
     failed = [s for s in status["steps"] if not s["ok"]]
     assert [(s["name"], s["exit_code"], s["gate"]) for s in failed] == [("memdiff", 2, True)]

@@ -377,7 +377,6 @@ def test_driver_calls_use_only_flags_superpmi_py_defines() -> None:
     cfg = workitem.DriverConfig(Path("/p"), Path("/p/base"), Path("/p/diff"), Path("/u"), "linux", "arm64", HOST_OS,
                               pipeline.expand_types("all"), ["A=1"], ["B=2"], ["/m.mch"], ["/store"])
     calls = [workitem.download_argv(cfg)] + [workitem.diff_argv(cfg, t) for t in cfg.types]
-    calls += [workitem.render_argv(cfg, t, Path("/s.json"), Path("/s.md")) for t in cfg.types]
     for argv in calls:
         args = argv[2:]
         sub = subcommands[args[0]]

@@ -16,23 +16,17 @@ import argparse
 import logging
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
-from spmi.base import fsutil, platforms, schema, untrusted
+from spmi.base import fsutil, platforms, untrusted
 from spmi.base.errors import SuiteError
 from spmi.commands import shared
-from spmi.formats import details
-from spmi.reports import asm_markdown, html_build, html_report
-from spmi.reports import metric_markdown as report
-from spmi.reports import metric_model as model
-from spmi.reports import summaries as asm_summaries
-from spmi.reports.asm_model import FORMAT_NAME as ASMDIFFS_FORMAT
-from spmi.reports.asm_model import MergedSummary
-from spmi.steps import html_step, outputs
+from spmi.reports import html_build, html_report
+from spmi.steps import html_step, outputs, summary_render
+from spmi.steps.summary_render import SUMMARY_TYPES
 
 log = logging.getLogger("superpmi")
 
-SUMMARY_TYPES = ("asmdiffs", "tpdiff", "memdiff", "metricdiff")
 #: file-name prefix per summary type (asmdiffs writes diff_summary.md)
 FILE_PREFIX = {"asmdiffs": "diff", "tpdiff": "tpdiff", "memdiff": "memdiff", "metricdiff": "metricdiff"}
 
@@ -57,113 +51,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_summarize)
 
 
-# ---------------------------------------------------------------- pure helpers
-
-def short_path_for(long_path: Path) -> Path:
-    """`x/tpdiff_summary.md` → `x/tpdiff_short_summary.md`; `x/out.md` → `x/out_short.md`."""
-    name = long_path.name
-    if "_summary" in name:
-        index = name.rindex("_summary")
-        return long_path.with_name(name[:index] + "_short" + name[index:])
-    return long_path.with_name(f"{long_path.stem}_short{long_path.suffix}")
-
-
-#: A JSON summary larger than this is not read (a run writes far less).
-MAX_SUMMARY_BYTES = 64 * 1024 * 1024
-
-
-def load_json(path: Path) -> Dict[str, Any]:
-    """A JSON summary object through the one safe JSON reader (`schema.parse_json`: size, UTF-8,
-    nesting), or one line naming the file."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_SUMMARY_BYTES:
-            raise SuiteError(f"summary '{path}' has {size:,} bytes, more than the {MAX_SUMMARY_BYTES:,} a JSON "
-                             "summary may have")
-        data = schema.parse_json(path.read_bytes(), MAX_SUMMARY_BYTES)
-    except FileNotFoundError:
-        raise SuiteError(f"summary '{path}' not found") from None
-    except IsADirectoryError:
-        raise SuiteError(f"summary '{path}' is a directory; give the JSON file") from None
-    except OSError as exc:
-        raise SuiteError(f"cannot read summary '{path}': {exc.strerror}") from None
-    except schema.SchemaError as exc:
-        raise SuiteError(f"summary '{path}' is not a JSON summary: {exc}") from None
-    if not isinstance(data, dict):
-        raise SuiteError(f"summary '{path}' is not a JSON summary object")
-    return data
-
-
-def summary_kind(data: Dict[str, Any]) -> Optional[str]:
-    """What a JSON summary says it is: asmdiffs, tpdiff, memdiff, metricdiff (None: it does not say)."""
-    found = data.get("summary_type", data.get("kind"))
-    if isinstance(found, str) and found:
-        return found
-    return "asmdiffs" if data.get("format") == ASMDIFFS_FORMAT else None
-
-
-def with_article(kind: str) -> str:
-    return f"an {kind}" if kind[:1].lower() in "aeiou" else f"a {kind}"
-
-
-def wrong_kind_message(path: Path, found: Optional[str], expected: str) -> str:
-    """One line: what the summary is (or that it does not say) and what -summary_type expected."""
-    if found is None:
-        return (f"summary '{path}' does not say what kind of summary it is (no summary_type); -summary_type "
-                f"{expected} expects what `{expected} --summary_as_json` writes")
-    if found in SUMMARY_TYPES:
-        return (f"summary '{path}' is {with_article(found)} summary, not {expected}; "
-                f"pass -summary_type {found} or {expected} summaries")
-    return f"summary '{path}' is of an unknown kind ('{found}'); -summary_type {expected} expects {expected} summaries"
-
-
-def merge_metric_summaries(kind: str, documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> model.MetricDiffRun:
-    runs = []
-    for path, data in documents:
-        found = summary_kind(data)
-        if found != kind:
-            raise SuiteError(wrong_kind_message(path, found, kind))
-        try:
-            runs.append(model.run_from_json(data))
-        except ValueError as exc:
-            raise SuiteError(f"summary '{path}': {exc}") from None
-    try:
-        return model.merge_runs(runs)
-    except ValueError as exc:
-        raise SuiteError(f"cannot merge the summaries: {exc}") from None
-
-
-def render_metric(run: model.MetricDiffRun) -> Tuple[str, str]:
-    return (report.render(run, True, details.metric_direction),
-            report.render(run, False, details.metric_direction))
-
-
-def merge_asmdiffs(documents: Sequence[Tuple[Path, Dict[str, Any]]]) -> MergedSummary:
-    """Merge asmdiffs JSON summaries (one entry per target, partitions combined)."""
-    summaries = []
-    for path, data in documents:
-        found = summary_kind(data)
-        if found not in (None, "asmdiffs"):
-            raise SuiteError(wrong_kind_message(path, found, "asmdiffs"))
-        try:
-            summaries.append(asm_summaries.as_summary(data, str(path)))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SuiteError(f"summary '{path}' is not an asmdiffs summary ({exc})") from None
-    return asm_summaries.merge_summaries(summaries)
-
-
-def render_asmdiffs(merged: MergedSummary) -> Tuple[str, str]:
-    """The long and short markdown of merged asmdiffs summaries, as a single run renders them."""
-    return asm_summaries.render_long_summary(merged), asm_summaries.render_short_summary(merged)
-
-
 # ---------------------------------------------------------------- the command
 
 def output_paths(args: argparse.Namespace, kind: str) -> Tuple[Path, Path]:
     if args.output_long_summary_path:
         long_path = Path(args.output_long_summary_path).resolve()
         short = args.output_short_summary_path
-        return long_path, Path(short).resolve() if short else short_path_for(long_path)
+        return long_path, Path(short).resolve() if short else summary_render.short_path_for(long_path)
     settings = shared.settings_from_args(args)
     long_path, short_path = outputs.summary_paths(settings.spmi_location, FILE_PREFIX[kind], as_json=False)
     assert short_path is not None
@@ -217,15 +111,10 @@ def run_summarize(args: argparse.Namespace) -> int:
     problems = given_twice(inputs)
     if problems:
         raise SuiteError("\n".join(problems))
-    documents = [(path, load_json(path)) for path in inputs]
-    merged = merge_asmdiffs(documents) if kind == "asmdiffs" else None
-    if merged is not None:
-        long_text, short_text = render_asmdiffs(merged)
-        verdicts = [asm_markdown.verdict_line(summary, markdown=False) for summary in merged.platforms]
-    else:
-        run = merge_metric_summaries(kind, documents)
-        long_text, short_text = render_metric(run)
-        verdicts = [report.verdict_line(run, markdown=False)]
+    documents = [(path, summary_render.load_json(path)) for path in inputs]
+    merged = summary_render.merge_asmdiffs(documents) if kind == "asmdiffs" else None
+    rendered = (summary_render.render_asmdiffs(merged) if merged is not None
+                else summary_render.render_metric(summary_render.merge_metric_summaries(kind, documents)))
     long_path, short_path = output_paths(args, kind)
     short_flag = ("-output_short_summary_path" if args.output_short_summary_path
                   else "the short summary (next to the long one)")
@@ -236,8 +125,8 @@ def run_summarize(args: argparse.Namespace) -> int:
     problems = output_problems(targets, inputs)
     if problems:
         raise SuiteError("\n".join(problems))
-    fsutil.atomic_write_text(long_path, long_text)
-    fsutil.atomic_write_text(short_path, short_text)
+    fsutil.atomic_write_text(long_path, rendered.long_text)
+    fsutil.atomic_write_text(short_path, rendered.short_text)
     print(untrusted.console_line(f"Wrote {long_path}"))
     print(untrusted.console_line(f"Wrote {short_path}"))
     if html_path is not None and merged is not None:
@@ -245,8 +134,8 @@ def run_summarize(args: argparse.Namespace) -> int:
         page.header.history_page = args.history_page or ""
         html_step.write_report(page, html_path)
         print(untrusted.console_line(f"Wrote {html_path}"))
-    outputs.log_verdicts(verdicts, printed=True)
+    outputs.log_verdicts(rendered.verdicts, printed=True)
     return 0
 
 
-__all__: List[str] = ["register", "run_summarize", "short_path_for", "merge_metric_summaries"]
+__all__: List[str] = ["register", "run_summarize"]

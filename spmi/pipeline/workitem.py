@@ -1,7 +1,8 @@
 """The Helix work item (`superpmi_asmdiffs.py`, docs/contracts.md §12.15): download the
 collections (the first diff type replaying each one as soon as it is ready), run each diff
-type through `superpmi.py`, and leave summaries, logs, `.dasm`
-zips, the asmdiffs HTML diff explorer and a status document in the upload folder. Argument vectors are pure; steps do the I/O.
+type through `superpmi.py`, render its markdown from its JSON summary here (`steps/summary_render`,
+as `superpmi.py summarize` would), and leave summaries, logs, `.dasm` zips, the asmdiffs HTML
+diff explorer and a status document in the upload folder. Argument vectors are pure; steps do the I/O.
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from spmi.base.errors import SuiteError, Terminated
 from spmi.base.untrusted import neutralize_commands
 from spmi.pipeline import common as pipeline
 from spmi.pipeline.common import DiffType, Part, Partition
+from spmi.reports import asm_model
+from spmi.steps import summary_render
 
 log = logging.getLogger("superpmi")
 STATUS_VERSION = 1
@@ -150,12 +153,6 @@ def replay_deadline(timeout_text: Optional[str], started: float) -> Optional[flo
     except ValueError as exc:
         raise SuiteError(f"-work_item_timeout '{timeout_text}' {exc}") from None
     return started + pipeline.work_item_budget(seconds)
-
-
-def render_argv(cfg: DriverConfig, diff_type: DiffType, summary_json: Path, output_md: Path) -> List[str]:
-    """`superpmi.py summarize` turns the JSON summary into the markdown a single run writes."""
-    return [cfg.python, superpmi_script(cfg), "summarize", "-summary_type", diff_type.name,
-            "-summaries", str(summary_json), "-output_long_summary_path", str(output_md)]
 
 
 def _baseline_and_jit_options(baseline_hash: Optional[str], base_jit_options: Sequence[str],
@@ -347,22 +344,38 @@ def run_diff_type(cfg: DriverConfig, diff_type: DiffType, env: Mapping[str, str]
         annotate_metric_summary(upload_json, cfg)
     upload_html_report(cfg, diff_type)
     upload_md = cfg.upload / pipeline.summary_md_name(diff_type.name, cfg.target_os, cfg.target_arch, cfg.part)
-    render = run_step(f"{diff_type.name} markdown", render_argv(cfg, diff_type, upload_json, upload_md),
-                      cfg.payload, env)
-    if render.ok and not upload_md.is_file():
-        render.ok = False
-        render.problems.append(f"no markdown summary was written to {upload_md.name}")
-    steps.append(render)
+    steps.append(render_markdown(diff_type, upload_json, upload_md))
     return steps
+
+
+def render_markdown(diff_type: DiffType, summary_json: Path, output_md: Path) -> StepResult:
+    """The `<type> markdown` step: the long markdown of the (annotated) JSON summary, and the short one
+    beside it, rendered here exactly as `superpmi.py summarize` renders one summary."""
+    name = f"{diff_type.name} markdown"
+    print(cioutput.azdo_group(f"{name}: {output_md.name} from {summary_json.name}"), flush=True)
+    try:
+        document = summary_render.load_json(summary_json)
+        rendered = summary_render.render_documents(diff_type.name, [(summary_json, document)])
+        fsutil.atomic_write_text(output_md, rendered.long_text)
+        fsutil.atomic_write_text(summary_render.short_path_for(output_md), rendered.short_text)
+    except (SuiteError, OSError) as exc:
+        problem = str(exc) if isinstance(exc, SuiteError) else f"cannot write {output_md.name}: {exc.strerror or exc}"
+        log.error("Error: step %s failed: %s", name, problem)
+        return StepResult(name, 1, False, "", [problem])
+    finally:
+        print(cioutput.AZDO_END_GROUP, flush=True)
+    log.info("Wrote %s", output_md)
+    for line in rendered.verdicts:
+        log.info("%s", line)
+    return StepResult(name, 0, True)
 
 
 def annotate_asmdiffs_summary(path: Path, cfg: DriverConfig, baseline_hash: Optional[str]) -> None:
     """Replace the payload-specific repro lines (the run's, the failures', the examples') by ones a
     developer runs in an enlistment, and record the baseline hash (asmdiffs only saw `-base_jit_path`)."""
     try:
-        from spmi.reports import asm_model
         summary = asm_model.AsmDiffsSummary.from_json(path.read_text(encoding="utf-8"), str(path))
-    except (ImportError, SuiteError, OSError) as exc:
+    except (SuiteError, OSError) as exc:
         log.warning("Warning: cannot annotate %s: %s", path.name, exc)
         return
     asmdiffs = pipeline.DIFF_TYPES["asmdiffs"]
