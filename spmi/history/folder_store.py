@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import urllib.parse
-import urllib.request
 from pathlib import Path, PurePath
 from typing import List
 
@@ -50,7 +49,8 @@ def folder_path(location: str) -> Path:
     if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
         raise SuiteError(f"-storage_url '{location}' is not a local folder's file:// URL; "
                          "give e.g. file:///tmp/history or a folder path")
-    return Path(urllib.request.url2pathname(parts.path))
+    from urllib.request import url2pathname  # brings http.client, ssl and email: only where a folder is used
+    return Path(url2pathname(parts.path))
 
 
 def list_names(location: str, container: str, prefix: str) -> List[str]:
