@@ -48,6 +48,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not os.environ.get("PYTEST_DEBUG_TEMPROOT"):
         RUN_FILES.mkdir(exist_ok=True)
         os.environ["PYTEST_DEBUG_TEMPROOT"] = str(RUN_FILES)
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # xdist would sort files by test count, undoing the order below
     if not hasattr(config, "workerinput"):
         compile_the_checkout()
         for stale in RUN_FILES.glob("tmp-*"):
@@ -76,7 +78,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     """End-to-end files first, then files that set up a module-wide run, files of only `pure` tests
     last (each file's tests stay together and in order): with `-n auto --dist loadfile` the long
     files start at once and the quick ones fill the gaps at the end, instead of one long file
-    running alone after everything else."""
+    running alone after everything else. xdist hands out files in this order only because
+    `pytest_configure` turns off its own reordering (by number of tests)."""
     files: dict = {}
     for item in items:
         files.setdefault(item.path, []).append(item)
