@@ -363,3 +363,29 @@ def test_a_missing_jit_directory_is_found_before_the_download(tmp_path: Path) ->
     assert status["steps"][0]["problems"] == [f"-base_jit_directory '{missing}' is not a directory; "
                                               "the payload lacks its JITs"]
     assert (upload / "superpmi_asmdiffs_summary_linux_x64.md").read_text() == "<empty>"
+
+
+def test_a_markdown_step_that_fails_is_one_line_and_the_work_item_goes_on(tmp_path: Path, monkeypatch) -> None:
+    """The markdown is rendered in the driver: a fault there (a renderer bug, a file that cannot be
+    written) is that step's one-line problem, never an exception that would cost the status document."""
+    summary_json = tmp_path / "superpmi_tpdiff_summary_linux_x64.json"
+    summary_json.write_text(json.dumps(metric_document("tpdiff", "t.mch")))
+    output_md = tmp_path / "superpmi_tpdiff_summary_linux_x64.md"
+    tpdiff = pipeline.DIFF_TYPES["tpdiff"]
+
+    step = workitem.render_markdown(tpdiff, summary_json, output_md)
+    assert (step.name, step.ok, step.problems) == ("tpdiff markdown", True, [])
+    assert "t.mch" in output_md.read_text()
+
+    def broken(kind: str, documents: object) -> None:
+        raise ZeroDivisionError("division by zero")
+    monkeypatch.setattr(summary_render, "render_documents", broken)
+    step = workitem.render_markdown(tpdiff, summary_json, output_md)
+    assert (step.name, step.exit_code, step.ok) == ("tpdiff markdown", 1, False)
+    assert step.problems == [f"rendering {summary_json.name} failed: ZeroDivisionError: division by zero"]
+    monkeypatch.undo()
+
+    unwritable = tmp_path / "folder.md"
+    unwritable.mkdir()
+    step = workitem.render_markdown(tpdiff, summary_json, unwritable)
+    assert not step.ok and len(step.problems) == 1 and step.problems[0].startswith("cannot write folder.md: ")

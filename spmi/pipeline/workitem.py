@@ -358,8 +358,8 @@ def render_markdown(diff_type: DiffType, summary_json: Path, output_md: Path) ->
         rendered = summary_render.render_documents(diff_type.name, [(summary_json, document)])
         fsutil.atomic_write_text(output_md, rendered.long_text)
         fsutil.atomic_write_text(summary_render.short_path_for(output_md), rendered.short_text)
-    except (SuiteError, OSError) as exc:
-        problem = str(exc) if isinstance(exc, SuiteError) else f"cannot write {output_md.name}: {exc.strerror or exc}"
+    except Exception as exc:  # noqa: BLE001 - whatever goes wrong, the status document and other results stay
+        problem = render_problem(exc, summary_json, output_md)
         log.error("Error: step %s failed: %s", name, problem)
         return StepResult(name, 1, False, "", [problem])
     finally:
@@ -368,6 +368,17 @@ def render_markdown(diff_type: DiffType, summary_json: Path, output_md: Path) ->
     for line in rendered.verdicts:
         log.info("%s", line)
     return StepResult(name, 0, True)
+
+
+def render_problem(exc: Exception, summary_json: Path, output_md: Path) -> str:
+    """One line for a markdown step that failed: a bad summary names itself (SuiteError), a file that
+    cannot be written names the file, and anything else (a fault of the renderer) is named as such,
+    since it runs in the driver and must not cost the work item its other results."""
+    if isinstance(exc, SuiteError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return f"cannot write {output_md.name}: {exc.strerror or exc}"
+    return f"rendering {summary_json.name} failed: {type(exc).__name__}: {exc}"
 
 
 def annotate_asmdiffs_summary(path: Path, cfg: DriverConfig, baseline_hash: Optional[str]) -> None:
