@@ -5,7 +5,7 @@ Makes a sample toolchain (linux-x64, one collection) in a temporary folder, runs
 `superpmi -a` to get the details CSV, picks the same N contexts (default 200, spread
 over the collection), then generates the base and diff listings of those contexts
 
-* batched: W chunks per JIT (W = --workers, default CPU count), one process each;
+* batched: ⌈W/2⌉ chunks per JIT (W = --workers, default CPU count), one process each, W at a time;
 * per context: one process per context and JIT (what the original scripts do);
 
 with the toolchain's default modelled process start cost (unless --start-ms), and

@@ -79,7 +79,7 @@ def test_every_context_with_diffs_gets_listings_and_the_summaries_stay_the_same(
     [(picked_count, picked_processes)] = listing_runs(picked_log)
     [(all_count, all_processes)] = listing_runs(all_log)
     assert (picked_count, all_count) == (len(picked), len(with_diffs))
-    assert picked_processes == all_processes == 4  # --parallelism 2: two chunks, two JITs
+    assert picked_processes == all_processes == 2  # --parallelism 2: one chunk per JIT, the two side by side
     for name in SUMMARY_FILES:
         assert (tmp_path / "all" / name).read_bytes() == (tmp_path / "picked" / name).read_bytes(), name
     # the analyzer's own summary.md covers every context with diffs (--is-diffs-only: no "unchanged" methods)

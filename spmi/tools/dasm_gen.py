@@ -1,8 +1,10 @@
 """`.dasm` listing generation for picked contexts, batched (docs/contracts.md §6.4, §12.6, §12.9).
 
 Instead of two superpmi processes per context, the picked contexts are split into
-W chunks (W = parallelism) and each chunk is compiled by one process per JIT
-(`superpmi -c <list>`), each with its own `JitStdOutFile` (a forced JIT option).
+⌈W/S⌉ chunks (W = parallelism, S = the JITs, base and diff) and each chunk is compiled
+by one process per JIT (`superpmi -c <list>`), each with its own `JitStdOutFile` (a
+forced JIT option): the JITs' chunks run side by side, W processes at a time, each
+process started once for as many contexts as it can take.
 The file is split at `; Assembly listing for method ` header lines; the batch is
 accepted only when superpmi exited 0, nothing precedes the first header, the number
 of listings equals the number of contexts and every header's method name and tier
@@ -333,9 +335,10 @@ def generate_listings(setup: ListingSetup, sides: Sequence[JitSide], contexts: S
     executor = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dasm")
     pending: Dict[futures.Future, Tuple[str, str]] = {}
     try:
+        chunks = chunk_contexts(ordered, -(-workers // len(sides))) if batched else []
         for side in sides:
             if batched:
-                for chunk in chunk_contexts(ordered, workers):
+                for chunk in chunks:
                     if len(chunk) == 1:
                         pending[executor.submit(generator.single_task, side.name, chunk[0])] = (side.name, "single")
                     else:
