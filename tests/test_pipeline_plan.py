@@ -1,8 +1,10 @@
 """Planning the superpmi-asmdiffs Helix work items: partitions, commands, the .proj (no I/O)."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -261,3 +263,23 @@ def test_include_noise_passes_from_setup_to_asmdiffs_only() -> None:
     assert cfg.include_noise
     for diff_type in cfg.types:
         assert ("--include_noise" in workitem.diff_argv(cfg, diff_type)) == (diff_type.name == "asmdiffs")
+
+
+def test_a_local_run_compiles_the_payload_once_and_each_work_item_copy_carries_it(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    staged = tmp_path / "payload"
+    module = staged / pipeline.PACKAGE_DIR / "base" / "thing.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("VALUE = 1\n")
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # PYTHONDONTWRITEBYTECODE / -B: nothing is written
+    assert local_runner.compile_payload_once(staged) is False
+    assert not list(staged.rglob("*.pyc"))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert local_runner.compile_payload_once(staged) is True
+    copy = tmp_path / "work_item" / "payload"
+    local_runner.copy_payload(staged, copy)
+    source = copy / pipeline.PACKAGE_DIR / "base" / "thing.py"
+    byte_code = Path(importlib.util.cache_from_source(str(source)))
+    # what the import system checks: the byte code records the time stamp and size of the copy's source
+    stat = source.stat()
+    assert byte_code.read_bytes()[8:16] == struct.pack("<II", int(stat.st_mtime) & 0xFFFFFFFF, stat.st_size)
