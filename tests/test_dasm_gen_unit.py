@@ -68,6 +68,11 @@ def test_chunks_are_contiguous_balanced_and_cover_everything():
     assert dg.chunk_contexts([], 4) == []
 
 
+@pytest.mark.parametrize("workers, jits, expected", [(1, 2, 1), (2, 2, 1), (3, 2, 2), (4, 2, 2), (3, 1, 3), (2, 0, 2)])
+def test_each_jit_gets_a_share_of_the_workers_rounded_up(workers, jits, expected):
+    assert dg.chunks_per_jit(workers, jits) == expected
+
+
 def test_listing_env():
     env = dg.listing_env(gcinfo=True, debuginfo=True)
     assert env["DOTNET_JitDisasm"] == "*" and env["DOTNET_JitGCDump"] == "*"

@@ -14,7 +14,7 @@ its `Total bytes of code` equals that context's base `ActualCodeBytes`). A chunk
 that fails any check is redone one context per process, so every file is exactly
 what a one-context run writes. Contexts that fail even then are reported.
 
-Pure parts: `split_listings`, `parse_header`, `check_batch`, `chunk_contexts`,
+Pure parts: `split_listings`, `parse_header`, `check_batch`, `chunks_per_jit`, `chunk_contexts`,
 `listing_env`. Processes run in threads (each thread waits on one superpmi).
 """
 from __future__ import annotations
@@ -132,6 +132,11 @@ def check_batch(data: bytes, contexts: Sequence[int], expected: Mapping[int, Exp
         return BatchCheck(False, f"context {context}: listing is for '{shown}', "
                                  f"details CSV says '{want.name} ({want.tier})'")
     return BatchCheck(True, listings=tuple(listings))
+
+
+def chunks_per_jit(workers: int, jits: int) -> int:
+    """⌈workers / jits⌉: the JITs' chunks run side by side, `workers` processes at a time."""
+    return max(1, -(-workers // max(1, jits)))
 
 
 def chunk_contexts(contexts: Sequence[int], workers: int) -> List[List[int]]:
@@ -335,7 +340,7 @@ def generate_listings(setup: ListingSetup, sides: Sequence[JitSide], contexts: S
     executor = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dasm")
     pending: Dict[futures.Future, Tuple[str, str]] = {}
     try:
-        chunks = chunk_contexts(ordered, -(-workers // len(sides))) if batched else []
+        chunks = chunk_contexts(ordered, chunks_per_jit(workers, len(sides))) if batched else []
         for side in sides:
             if batched:
                 for chunk in chunks:
