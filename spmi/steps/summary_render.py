@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-from spmi.base import schema
+from spmi.base import schema, untrusted
 from spmi.base.errors import SuiteError
 from spmi.formats import details
 from spmi.reports import asm_markdown
@@ -87,7 +87,18 @@ def wrong_kind_message(path: Path, found: Optional[str], expected: str) -> str:
     if found in SUMMARY_TYPES:
         return (f"summary '{path}' is {_with_article(found)} summary, not {expected}; "
                 f"pass -summary_type {found} or {expected} summaries")
-    return f"summary '{path}' is of an unknown kind ('{found}'); -summary_type {expected} expects {expected} summaries"
+    return (f"summary '{path}' is of an unknown kind ('{shown_kind(found)}'); -summary_type {expected} expects "
+            f"{expected} summaries")
+
+
+#: how much of an unknown summary_type the message shows (the file's text, of any length)
+MAX_SHOWN_KIND = 60
+
+
+def shown_kind(found: str) -> str:
+    """An unknown summary_type from the file, as one short line."""
+    text = untrusted.one_line(found)
+    return text if len(text) <= MAX_SHOWN_KIND else text[:MAX_SHOWN_KIND] + "..."
 
 
 def merge_metric_summaries(kind: str, documents: Documents) -> model.MetricDiffRun:
