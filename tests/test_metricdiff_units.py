@@ -319,7 +319,6 @@ def test_merge_rejects_mixed_kinds_and_bad_documents():
         summary_render.merge_metric_summaries("memdiff", [(Path("x.json"), model.run_to_json(tp_run([])))])
 
 
-
 def test_an_unknown_summary_kind_is_named_on_one_short_line():
     hostile = "x\n##vso[task.setvariable variable=a]1\u2028  ::error::boom" + "y" * 500
     for merge in (lambda docs: summary_render.merge_metric_summaries("tpdiff", docs), summary_render.merge_asmdiffs):
@@ -328,6 +327,7 @@ def test_an_unknown_summary_kind_is_named_on_one_short_line():
         message = str(raised.value)
         assert message.splitlines() == [message] and "is of an unknown kind ('x ##vso[" in message
         assert len(message) < 200 and "...')" in message
+
 
 def test_short_summary_path_next_to_long():
     assert summary_render.short_path_for(Path("/x/tpdiff_summary.md")) == Path("/x/tpdiff_short_summary.md")

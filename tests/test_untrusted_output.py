@@ -96,6 +96,11 @@ def test_every_unicode_line_break_ends_a_line(line_break):
     assert_no_foreign_commands(sanitized)
 
 
+@pytest.mark.parametrize("text, shown", [("", ""), ("abc", "abc"), ("abcd", "abc..."), ("a" * 10, "aaa...")])
+def test_clip_keeps_the_first_characters_and_marks_the_cut(text, shown):
+    assert untrusted.clip(text, 3) == shown
+
+
 def test_neutralize_keeps_ordinary_text():
     assert untrusted.neutralize_commands("Loaded 10 contexts: a::b ## not [a command]") == \
         "Loaded 10 contexts: a::b ## not [a command]"

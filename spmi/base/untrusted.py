@@ -61,6 +61,12 @@ def one_line(text: object) -> str:
     return _CONTROL_RE.sub(" ", str(text))
 
 
+def clip(text: str, limit: int) -> str:
+    """At most `limit` characters of `text`, then "..." where it was cut (a message quoting text of any
+    length from outside)."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def console_line(text: object) -> str:
     """An untrusted value printed as one console line: one line, no pipeline command."""
     return neutralize_commands(one_line(text))

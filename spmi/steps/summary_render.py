@@ -97,8 +97,7 @@ MAX_SHOWN_KIND = 60
 
 def shown_kind(found: str) -> str:
     """An unknown summary_type from the file, as one short line."""
-    text = untrusted.one_line(found)
-    return text if len(text) <= MAX_SHOWN_KIND else text[:MAX_SHOWN_KIND] + "..."
+    return untrusted.clip(untrusted.one_line(found), MAX_SHOWN_KIND)
 
 
 def merge_metric_summaries(kind: str, documents: Documents) -> model.MetricDiffRun:

@@ -22,7 +22,7 @@ from spmi.base.errors import SuiteError
 if TYPE_CHECKING:  # imported where used: commands that never touch storage start faster
     pass
 from spmi.base.redaction import redact
-from spmi.base.untrusted import one_line
+from spmi.base.untrusted import clip, one_line
 
 log = logging.getLogger("superpmi")
 DEFAULT_ACCOUNT_URL = "https://clrjit2.blob.core.windows.net"
@@ -449,9 +449,7 @@ def _describe_exception(exc: BaseException) -> str:
     root = _root_os_error(exc)
     if root is not None:
         return f"{type(root).__name__}: {root.strerror or root}"
-    text = str(exc) or type(exc).__name__
-    if len(text) > 200:
-        text = text[:200] + "..."
+    text = clip(str(exc) or type(exc).__name__, 200)
     return redact(f"{type(exc).__name__}: {text}")
 
 
