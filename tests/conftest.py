@@ -3,14 +3,17 @@
 The repository root is put on sys.path so tests import the top-level scripts
 exactly as `python superpmi.py` would find them.
 
-A run writes only under `.pytest_tmp/` in the checkout (gitignored), never in `/tmp`:
-pytest's numbered folders go there (`PYTEST_DEBUG_TEMPROOT`, unless `--basetemp` or the
-variable says otherwise; runs side by side each get their own), and each test process
-sets `TMPDIR` to a folder of its own there for everything that asks the system for a
-temporary folder (the suite's scratch folders, the sample tools, Azurite, Chromium and
-Playwright profiles), emptied when its session ends. A passing run removes its base
-folder (`tmp_path_retention_policy = failed` in setup.cfg); after a failure it stays, and
-pytest keeps the last three.
+A run writes only in its scratch folder, never in `/tmp`: the checkout's own folder on the RAM
+disk where the machine has one (`/dev/shm/spmi-tests-<uid>-<checkout>`, Linux), else
+`.pytest_tmp/` in the checkout (gitignored); `SPMI_TEST_SCRATCH` names another
+(tests/scratch_folder.py). pytest's numbered folders go there (`PYTEST_DEBUG_TEMPROOT`, unless
+`--basetemp` or the variable says otherwise; runs side by side each get their own), and each
+test process sets `TMPDIR` to a folder of its own there for everything that asks the system for
+a temporary folder (the suite's scratch folders, the sample tools, Azurite, Chromium and
+Playwright profiles), emptied when its session ends. A passing run removes its base folder
+(`tmp_path_retention_policy = failed` in setup.cfg) and, with its workers gone, the emptied
+folders and the scratch folder itself; after a failure its files stay, the run names where,
+and pytest keeps the last three runs.
 
 Child Pythons cache byte code as on a user's machine: the run (not a worker) compiles the
 checkout's packages once before the workers start and lets every child write the byte code of
@@ -31,32 +34,56 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+import scratch_folder
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-RUN_FILES = REPO_ROOT / ".pytest_tmp"
+RUN_FILES = scratch_folder.scratch_root(REPO_ROOT, os.environ, scratch_folder.ram_disk_free(),
+                                       scratch_folder.current_uid())
+os.environ[scratch_folder.VARIABLE] = str(RUN_FILES)  # the workers and any nested run: the same folder
 #: the checkout's packages, compiled once per run (see the module's docstring)
 PACKAGES = ("spmi", "sample", "tests")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """Before pytest makes its base folder: under `.pytest_tmp/` (xdist workers inherit it). The run
+    """Before pytest makes its base folder: in the scratch folder (xdist workers inherit it). The run
     (not a worker) also removes the empty `TMPDIR` folders that ended sessions left (see below)."""
     if not os.environ.get("PYTEST_DEBUG_TEMPROOT"):
-        RUN_FILES.mkdir(exist_ok=True)
+        RUN_FILES.mkdir(parents=True, exist_ok=True)
         os.environ["PYTEST_DEBUG_TEMPROOT"] = str(RUN_FILES)
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False  # xdist would sort files by test count, undoing the order below
     if not hasattr(config, "workerinput"):
         compile_the_checkout()
-        for stale in RUN_FILES.glob("tmp-*"):
-            try:
-                stale.rmdir()  # only an empty one: a live session's holds its IN_USE file
-            except OSError:
-                pass
+        remove_emptied_temp_folders()
+
+
+def remove_emptied_temp_folders() -> None:
+    """The `TMPDIR` folders that ended sessions emptied (only empty ones: a live session's holds its
+    IN_USE file)."""
+    for stale in RUN_FILES.glob("tmp-*"):
+        scratch_folder.remove_if_empty(stale)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run (not a worker), its workers gone and pytest's own clean-up done: the emptied folders,
+    pytest's per-user folder and the scratch folder go when nothing else is in them, so a passing
+    run leaves nothing (a failing run's files stay, and so do the folders above them)."""
+    if not hasattr(config, "workerinput"):
+        remove_emptied_temp_folders()
+        for per_user in RUN_FILES.glob("pytest-of-*"):
+            scratch_folder.remove_if_empty(per_user)
+        scratch_folder.remove_if_empty(RUN_FILES)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """A failing run says where it keeps its files."""
+    failed = exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
+    if failed and not hasattr(config, "workerinput") and RUN_FILES.is_dir():
+        terminalreporter.write_line(f"this run's files are kept under {RUN_FILES}")
 
 
 def compile_the_checkout() -> None:
@@ -99,7 +126,7 @@ IN_USE = ".in-use"
 @pytest.fixture(scope="session", autouse=True)
 def system_temp_in_the_checkout() -> Iterator[Path]:
     """`TMPDIR` (and Python's cached temp folder) for this process and every child it starts, set
-    before any other fixture runs: `.pytest_tmp/tmp-<pid>` (short, for the Unix sockets made in it),
+    before any other fixture runs: `tmp-<pid>` in the scratch folder (short, for the Unix sockets made in it),
     emptied when the session ends. multiprocessing removes its own `pymp-*` folder at exit (it fails
     loudly when that is gone), so the emptied folder itself goes at the next run's start."""
     scratch = RUN_FILES / f"tmp-{os.getpid()}"

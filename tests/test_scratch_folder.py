@@ -1,0 +1,44 @@
+"""Where a test run keeps its files (tests/scratch_folder.py): the variable, else the RAM disk when
+it has room, else the checkout."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import scratch_folder
+
+pytestmark = pytest.mark.pure
+
+REPO = Path("/home/dev/runtime-scripts")
+MOUNTS = """sysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0
+/dev/vda / ext4 rw,relatime,discard 0 0
+tmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0
+"""
+ROOM = scratch_folder.MIN_FREE_BYTES
+
+
+def test_the_mount_type_is_read_from_the_mount_table() -> None:
+    assert scratch_folder.mount_type(MOUNTS, "/dev/shm") == "tmpfs"
+    assert scratch_folder.mount_type(MOUNTS, "/") == "ext4"
+    assert scratch_folder.mount_type(MOUNTS, "/tmp") is None
+    assert scratch_folder.mount_type("", "/dev/shm") is None
+    assert scratch_folder.mount_type(MOUNTS + "/dev/vdb /dev/shm ext4 rw 0 0\n", "/dev/shm") == "ext4"
+
+
+def test_the_variable_names_the_folder() -> None:
+    environ = {scratch_folder.VARIABLE: "/scratch/run"}
+    assert scratch_folder.scratch_root(REPO, environ, ROOM, 1000) == Path("/scratch/run")
+    assert scratch_folder.scratch_root(REPO, environ, None, 1000) == Path("/scratch/run")
+
+
+def test_a_ram_disk_with_room_gets_one_folder_per_user_and_checkout() -> None:
+    chosen = scratch_folder.scratch_root(REPO, {}, ROOM, 1000)
+    assert chosen.parent == Path("/dev/shm") and chosen.name.startswith("spmi-tests-1000-")
+    assert chosen == scratch_folder.scratch_root(REPO, {scratch_folder.VARIABLE: ""}, 2 * ROOM, 1000)
+    assert chosen != scratch_folder.scratch_root(REPO / "other", {}, ROOM, 1000)
+    assert chosen != scratch_folder.scratch_root(REPO, {}, ROOM, 1001)
+
+
+def test_without_a_ram_disk_or_room_on_it_the_checkout_keeps_the_files() -> None:
+    assert scratch_folder.scratch_root(REPO, {}, None, 1000) == REPO / ".pytest_tmp"
+    assert scratch_folder.scratch_root(REPO, {}, ROOM - 1, 1000) == REPO / ".pytest_tmp"
