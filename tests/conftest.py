@@ -24,6 +24,7 @@ truncated `.pyc`).
 """
 from __future__ import annotations
 
+import atexit
 import compileall
 import os
 import shutil
@@ -59,6 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         compile_the_checkout()
         remove_emptied_temp_folders()
+        atexit.register(remove_the_emptied_scratch_folder)
 
 
 def remove_emptied_temp_folders() -> None:
@@ -68,15 +70,15 @@ def remove_emptied_temp_folders() -> None:
         scratch_folder.remove_if_empty(stale)
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """The run (not a worker), its workers gone and pytest's own clean-up done: the emptied folders,
-    pytest's per-user folder and the scratch folder go when nothing else is in them, so a passing
-    run leaves nothing (a failing run's files stay, and so do the folders above them)."""
-    if not hasattr(config, "workerinput"):
-        remove_emptied_temp_folders()
-        for per_user in RUN_FILES.glob("pytest-of-*"):
-            scratch_folder.remove_if_empty(per_user)
-        scratch_folder.remove_if_empty(RUN_FILES)
+def remove_the_emptied_scratch_folder() -> None:
+    """At the run's exit (registered before pytest's own exit clean-ups, so it runs after them), its
+    workers gone: the emptied folders, pytest's per-user folder and the scratch folder go when nothing
+    else is in them, so a passing run leaves nothing (a failing run's files stay, and so do the
+    folders above them)."""
+    remove_emptied_temp_folders()
+    for per_user in RUN_FILES.glob("pytest-of-*"):
+        scratch_folder.remove_if_empty(per_user)
+    scratch_folder.remove_if_empty(RUN_FILES)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
