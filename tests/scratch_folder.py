@@ -1,9 +1,10 @@
 """Where a test run keeps its files (tests/conftest.py): a folder of the checkout's own in RAM where
 the machine has a RAM disk (Linux's `/dev/shm`), else `.pytest_tmp/` in the checkout.
 
-A run creates and deletes tens of thousands of files (payload copies, work item folders, listings);
-on a disk that journals every new file and discards every deleted one, that costs more system time
-than on a RAM disk (bench: about 10 s of a 2-core run). `SPMI_TEST_SCRATCH` names another folder.
+A run creates and deletes tens of thousands of files (payload copies, work item folders, listings).
+On a disk that journals every new file and discards every deleted one, that costs 5 to 12 times the
+CPU it costs on a RAM disk (`bench/scratch_files.py`); a whole run on 2 cores took about 10 s less
+there. `SPMI_TEST_SCRATCH` names another folder.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import FrozenSet, Mapping, Optional, Tuple
 
 VARIABLE = "SPMI_TEST_SCRATCH"
 RAM_DISK = Path("/dev/shm")
@@ -20,15 +21,22 @@ RAM_DISK = Path("/dev/shm")
 MIN_FREE_BYTES = 4 * 1024 ** 3
 
 
-def mount_type(mounts: str, mount_point: str) -> Optional[str]:
-    """The file system type mounted at `mount_point`, from `/proc/mounts` text (a later mount at the
-    same point hides an earlier one); None when nothing is mounted there."""
+def mount_entry(mounts: str, mount_point: str) -> Optional[Tuple[str, FrozenSet[str]]]:
+    """(type, options) of what is mounted at `mount_point`, from `/proc/mounts` text (a later mount
+    at the same point hides an earlier one); None when nothing is mounted there."""
     found = None
     for line in mounts.splitlines():
         fields = line.split()
-        if len(fields) >= 3 and fields[1] == mount_point:
-            found = fields[2]
+        if len(fields) >= 4 and fields[1] == mount_point:
+            found = (fields[2], frozenset(fields[3].split(",")))
     return found
+
+
+def usable_ram_disk(mounts: str) -> bool:
+    """A tmpfs at `/dev/shm` that runs programs: the sample tools a run makes live in its folder
+    (a container's `/dev/shm` is often mounted `noexec`)."""
+    entry = mount_entry(mounts, str(RAM_DISK))
+    return entry is not None and entry[0] == "tmpfs" and "noexec" not in entry[1]
 
 
 def scratch_root(repo: Path, environ: Mapping[str, str], ram_disk_free: Optional[int], uid: int) -> Path:
@@ -44,12 +52,12 @@ def scratch_root(repo: Path, environ: Mapping[str, str], ram_disk_free: Optional
 
 
 def ram_disk_free() -> Optional[int]:
-    """Free bytes of a writable tmpfs at `/dev/shm` (Linux), else None."""
+    """Free bytes of a writable tmpfs at `/dev/shm` that runs programs (Linux), else None."""
     if not sys.platform.startswith("linux"):
         return None
     try:
         mounts = Path("/proc/mounts").read_text(encoding="utf-8", errors="replace")
-        if mount_type(mounts, str(RAM_DISK)) != "tmpfs" or not os.access(RAM_DISK, os.W_OK | os.X_OK):
+        if not usable_ram_disk(mounts) or not os.access(RAM_DISK, os.W_OK | os.X_OK):
             return None
         return shutil.disk_usage(RAM_DISK).free
     except OSError:

@@ -17,12 +17,20 @@ tmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0
 ROOM = scratch_folder.MIN_FREE_BYTES
 
 
-def test_the_mount_type_is_read_from_the_mount_table() -> None:
-    assert scratch_folder.mount_type(MOUNTS, "/dev/shm") == "tmpfs"
-    assert scratch_folder.mount_type(MOUNTS, "/") == "ext4"
-    assert scratch_folder.mount_type(MOUNTS, "/tmp") is None
-    assert scratch_folder.mount_type("", "/dev/shm") is None
-    assert scratch_folder.mount_type(MOUNTS + "/dev/vdb /dev/shm ext4 rw 0 0\n", "/dev/shm") == "ext4"
+def test_the_mount_is_read_from_the_mount_table() -> None:
+    assert scratch_folder.mount_entry(MOUNTS, "/dev/shm") == ("tmpfs", frozenset({"rw", "nosuid", "nodev"}))
+    assert scratch_folder.mount_entry(MOUNTS, "/")[0] == "ext4"
+    assert scratch_folder.mount_entry(MOUNTS, "/tmp") is None
+    assert scratch_folder.mount_entry("", "/dev/shm") is None
+    assert scratch_folder.mount_entry(MOUNTS + "/dev/vdb /dev/shm ext4 rw 0 0\n", "/dev/shm") == ("ext4", {"rw"})
+
+
+def test_only_a_tmpfs_that_runs_programs_is_a_usable_ram_disk() -> None:
+    assert scratch_folder.usable_ram_disk(MOUNTS)
+    assert not scratch_folder.usable_ram_disk(MOUNTS.replace("rw,nosuid,nodev", "rw,nosuid,nodev,noexec"))
+    assert not scratch_folder.usable_ram_disk(MOUNTS.replace("tmpfs /dev/shm tmpfs", "/dev/vdb /dev/shm ext4"))
+    assert not scratch_folder.usable_ram_disk(MOUNTS + "shm /dev/shm tmpfs rw,noexec,size=65536k 0 0\n")
+    assert not scratch_folder.usable_ram_disk("")
 
 
 def test_the_variable_names_the_folder() -> None:
