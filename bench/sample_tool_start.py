@@ -14,20 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
-from typing import List, Sequence, Tuple
+from typing import List, Tuple
 
-from bench_support import children_cpu, load_average, make_sample_toolchain, work_folder
-
-
-def child_cpu_ms(argv: Sequence[str], runs: int) -> float:
-    """Mean user + system CPU milliseconds of `argv` run `runs` times (its output discarded)."""
-    before = children_cpu()
-    for _ in range(runs):
-        subprocess.run(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return (children_cpu() - before) / runs * 1000
+from bench_support import load_average, make_sample_toolchain, mean_child_cpu_ms, work_folder
 
 
 def commands(toolchain: Path) -> List[Tuple[str, List[str]]]:
@@ -61,7 +52,7 @@ def main() -> int:
             make_sample_toolchain(toolchain, args.contexts)
         print(f"{args.runs} starts each, mean CPU ms per start (load average {load_average()})")
         for label, argv in commands(toolchain):
-            print(f"{child_cpu_ms(argv, args.runs):8.1f}  {label}")
+            print(f"{mean_child_cpu_ms(argv, args.runs):8.1f}  {label}")
     return 0
 
 

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from bench_support import children_cpu, load_average
+from bench_support import load_average, mean_child_cpu_ms
 
 REPO = Path(__file__).resolve().parent.parent
 #: the `superpmi.py` commands a CI run or the tests start most often
@@ -46,15 +46,6 @@ def child_env() -> Dict[str, str]:
     return env
 
 
-def mean_cpu_ms(argv: List[str], runs: int, env: Dict[str, str]) -> float:
-    """Mean user + system CPU milliseconds of `argv` over `runs` starts, after one warm-up start."""
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    before = children_cpu()
-    for _ in range(runs):
-        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    return (children_cpu() - before) / runs * 1000
-
-
 def package_modules(argv: List[str], env: Dict[str, str]) -> int:
     """How many of the package's modules one start loads (from `-X importtime`)."""
     report = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], stdout=subprocess.DEVNULL,
@@ -73,7 +64,7 @@ def main() -> int:
     print(f"{args.runs} starts each, mean CPU ms per start, package modules loaded "
           f"(Python {sys.version.split()[0]}, load average {load_average()})")
     for label, argv in starts():
-        print(f"{mean_cpu_ms(argv, args.runs, env):8.1f} {package_modules(argv, env):4d}  {label}")
+        print(f"{mean_child_cpu_ms(argv, args.runs, env, warm_up=True):8.1f} {package_modules(argv, env):4d}  {label}")
     return 0
 
 
