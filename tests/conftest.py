@@ -41,7 +41,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-RUN_FILES = scratch_folder.scratch_root(REPO_ROOT, os.environ, scratch_folder.ram_disk_free(),
+RUN_FILES = scratch_folder.scratch_root(REPO_ROOT, os.environ, scratch_folder.ram_disk_free,
                                        scratch_folder.current_uid())
 os.environ[scratch_folder.VARIABLE] = str(RUN_FILES)  # the workers and any nested run: the same folder
 #: the checkout's packages, compiled once per run (see the module's docstring)

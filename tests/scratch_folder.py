@@ -13,7 +13,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import FrozenSet, Mapping, Optional, Tuple
+from typing import Callable, FrozenSet, Mapping, Optional, Tuple
 
 VARIABLE = "SPMI_TEST_SCRATCH"
 RAM_DISK = Path("/dev/shm")
@@ -39,13 +39,16 @@ def usable_ram_disk(mounts: str) -> bool:
     return entry is not None and entry[0] == "tmpfs" and "noexec" not in entry[1]
 
 
-def scratch_root(repo: Path, environ: Mapping[str, str], ram_disk_free: Optional[int], uid: int) -> Path:
+def scratch_root(repo: Path, environ: Mapping[str, str], ram_disk_free: Callable[[], Optional[int]],
+                 uid: int) -> Path:
     """The variable's folder; else one folder per user and checkout on the RAM disk when it has room
-    (`ram_disk_free`: its free bytes, None without one); else `.pytest_tmp/` in the checkout."""
+    (`ram_disk_free()`: its free bytes, None without one; asked only when the variable is unset, so
+    the workers, which inherit it, don't look again); else `.pytest_tmp/` in the checkout."""
     given = environ.get(VARIABLE, "")
     if given:
         return Path(given)
-    if ram_disk_free is not None and ram_disk_free >= MIN_FREE_BYTES:
+    free = ram_disk_free()
+    if free is not None and free >= MIN_FREE_BYTES:
         checkout = hashlib.sha256(str(repo).encode("utf-8")).hexdigest()[:12]
         return RAM_DISK / f"spmi-tests-{uid}-{checkout}"
     return repo / ".pytest_tmp"

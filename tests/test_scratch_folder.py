@@ -3,6 +3,7 @@ it has room, else the checkout."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, Optional
 
 import pytest
 import scratch_folder
@@ -15,6 +16,14 @@ MOUNTS = """sysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0
 tmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0
 """
 ROOM = scratch_folder.MIN_FREE_BYTES
+
+
+def free(value: Optional[int]) -> Callable[[], Optional[int]]:
+    return lambda: value
+
+
+def not_asked() -> Optional[int]:
+    raise AssertionError("the RAM disk was looked at although the variable names the folder")
 
 
 def test_the_mount_is_read_from_the_mount_table() -> None:
@@ -35,18 +44,17 @@ def test_only_a_tmpfs_that_runs_programs_is_a_usable_ram_disk() -> None:
 
 def test_the_variable_names_the_folder() -> None:
     environ = {scratch_folder.VARIABLE: "/scratch/run"}
-    assert scratch_folder.scratch_root(REPO, environ, ROOM, 1000) == Path("/scratch/run")
-    assert scratch_folder.scratch_root(REPO, environ, None, 1000) == Path("/scratch/run")
+    assert scratch_folder.scratch_root(REPO, environ, not_asked, 1000) == Path("/scratch/run")
 
 
 def test_a_ram_disk_with_room_gets_one_folder_per_user_and_checkout() -> None:
-    chosen = scratch_folder.scratch_root(REPO, {}, ROOM, 1000)
+    chosen = scratch_folder.scratch_root(REPO, {}, free(ROOM), 1000)
     assert chosen.parent == Path("/dev/shm") and chosen.name.startswith("spmi-tests-1000-")
-    assert chosen == scratch_folder.scratch_root(REPO, {scratch_folder.VARIABLE: ""}, 2 * ROOM, 1000)
-    assert chosen != scratch_folder.scratch_root(REPO / "other", {}, ROOM, 1000)
-    assert chosen != scratch_folder.scratch_root(REPO, {}, ROOM, 1001)
+    assert chosen == scratch_folder.scratch_root(REPO, {scratch_folder.VARIABLE: ""}, free(2 * ROOM), 1000)
+    assert chosen != scratch_folder.scratch_root(REPO / "other", {}, free(ROOM), 1000)
+    assert chosen != scratch_folder.scratch_root(REPO, {}, free(ROOM), 1001)
 
 
 def test_without_a_ram_disk_or_room_on_it_the_checkout_keeps_the_files() -> None:
-    assert scratch_folder.scratch_root(REPO, {}, None, 1000) == REPO / ".pytest_tmp"
-    assert scratch_folder.scratch_root(REPO, {}, ROOM - 1, 1000) == REPO / ".pytest_tmp"
+    assert scratch_folder.scratch_root(REPO, {}, free(None), 1000) == REPO / ".pytest_tmp"
+    assert scratch_folder.scratch_root(REPO, {}, free(ROOM - 1), 1000) == REPO / ".pytest_tmp"
