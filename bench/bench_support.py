@@ -2,6 +2,7 @@
 (also read by the tests; this module needs nothing beyond the standard library)."""
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -55,6 +56,17 @@ def mean_child_cpu_ms(argv: Sequence[str], runs: int, env: Optional[Mapping[str,
     for _ in range(runs):
         start()
     return (children_cpu() - before) / runs * 1000
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a count of runs, files or rounds)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got '{text}'")
+    return value
 
 
 def load_average() -> str:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import List, Tuple
 
-from bench_support import load_average, make_sample_toolchain, mean_child_cpu_ms, work_folder
+from bench_support import load_average, make_sample_toolchain, mean_child_cpu_ms, positive_int, work_folder
 
 
 def commands(toolchain: Path) -> List[Tuple[str, List[str]]]:
@@ -39,8 +39,8 @@ def commands(toolchain: Path) -> List[Tuple[str, List[str]]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30, help="starts per command (default 30)")
-    parser.add_argument("--contexts", type=int, default=120, help="contexts per collection (default 120)")
+    parser.add_argument("--runs", type=positive_int, default=30, help="starts per command (default 30)")
+    parser.add_argument("--contexts", type=positive_int, default=120, help="contexts per collection (default 120)")
     parser.add_argument("--keep", help="make the toolchain in this folder and leave it there")
     args = parser.parse_args()
     if os.name == "nt":

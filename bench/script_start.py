@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from bench_support import load_average, mean_child_cpu_ms
+from bench_support import load_average, mean_child_cpu_ms, positive_int
 
 REPO = Path(__file__).resolve().parent.parent
 #: the `superpmi.py` commands a CI run or the tests start most often
@@ -55,7 +55,7 @@ def package_modules(argv: List[str], env: Dict[str, str]) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=20, help="starts per command (default 20)")
+    parser.add_argument("--runs", type=positive_int, default=20, help="starts per command (default 20)")
     args = parser.parse_args()
     if os.name == "nt":
         print("script_start.py: needs the CPU time of child processes (Linux or macOS)", file=sys.stderr)
